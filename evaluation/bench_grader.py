@@ -1,0 +1,145 @@
+"""Throughput benchmark: this checker vs Math-Verify on the same realistic (response, gold) pairs.
+
+``python -m evaluation.bench_grader [--n 5000] [--seed 0]``
+
+Pairs are generated deterministically from the real golds of MATH-500, GSM8K (test) and AIME 24/25/26:
+correct answers in several output formats (``\\boxed{}``, "The final answer is", ``####``, ``\\dfrac``,
+thousands commas, ``x =``, units, AIME leading zeros), perturbed (wrong) answers and responses with no
+answer.  Both checkers run single-threaded in this process (ours with its sympy worker subprocess);
+Math-Verify gets the gold wrapped in ``$...$`` as recommended.  Prints pairs/s for each checker,
+``throughput_ratio_vs_math_verify <x>`` and the agreement count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from evaluation.grader import GRADER_VERSION, grade
+
+DATA = Path("/work/shared/data/benchmarks")
+_FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"
+
+
+def _load(path: Path, key: str) -> list[str]:
+    if not path.exists():
+        return []
+    return [json.loads(line)[key] for line in path.open() if line.strip()]
+
+
+def _perturb(gold: str, rng: random.Random) -> str:
+    """A wrong answer close to the gold: one digit changed, else a sign flipped or elements swapped."""
+    digits = [m.start() for m in re.finditer(r"\d", gold)]
+    if digits:
+        i = rng.choice(digits)
+        return gold[:i] + str((int(gold[i]) + rng.randint(1, 8)) % 10) + gold[i + 1 :]
+    if gold.startswith("-"):
+        return gold[1:]
+    return "-" + gold if len(gold) < 40 else gold + "+1"
+
+
+def _reformat(gold: str, rng: random.Random) -> str:
+    """The same answer written differently."""
+    g = gold
+    if re.fullmatch(r"\d{4,}", g):
+        return f"{int(g):,}"
+    m = re.fullmatch(r"\\frac\{(\d+)\}\{(\d+)\}", g)
+    if m:
+        return rng.choice([f"\\dfrac{{{m.group(1)}}}{{{m.group(2)}}}", f"{m.group(1)}/{m.group(2)}"])
+    if re.fullmatch(r"-?\d+", g):
+        return rng.choice([f"x = {g}", f"{g}.0", f"{g} \\text{{ units}}"])
+    if g.startswith("\\text{"):
+        return g[6:-1] if g.endswith("}") else g
+    if "," in g and not g.startswith("\\begin"):
+        return g.replace(" ", "").replace(",", ", ")
+    return g.replace("\\frac", "\\dfrac").replace(" ", "")
+
+
+def build_pairs(n: int, seed: int = 0) -> list[tuple[str, str, str]]:
+    """Deterministic (response, gold, dataset) triples; at least ``n`` before truncation."""
+    rng = random.Random(seed)
+    math_golds = _load(DATA / "math500" / "test.jsonl", "answer")
+    gsm_golds = [a.rsplit("####", 1)[1].strip() for a in _load(DATA / "gsm8k" / "test.jsonl", "answer")]
+    aime_golds = [a for y in ("aime24", "aime25", "aime26") for a in _load(DATA / y / "test.jsonl", "answer")]
+    if not math_golds:
+        raise SystemExit(f"no MATH-500 data under {DATA}")
+    pairs: list[tuple[str, str, str]] = []
+    for g in math_golds:
+        pairs.append((f"{_FILLER}Therefore the answer is $\\boxed{{{g}}}$.", g, "math"))
+        pairs.append((f"{_FILLER}Final Answer: The final answer is ${g}$. I hope it is correct.", g, "math"))
+        pairs.append((f"<think>{_FILLER}</think>\nSo we get $\\boxed{{{_reformat(g, rng)}}}$", g, "math"))
+        pairs.append((f"{_FILLER}Thus $\\boxed{{{_perturb(g, rng)}}}$.", g, "math"))
+        pairs.append((f"{_FILLER}**Answer:** {_perturb(g, rng)}", g, "math"))
+        pairs.append((f"{_FILLER}I am not sure how to finish", g, "math"))
+    for g in gsm_golds:
+        pairs.append((f"{_FILLER}She makes ${g} every day.\n#### {g}", g, "gsm8k"))
+        pairs.append((f"{_FILLER}The answer is $\\boxed{{{_reformat(g, rng)}}}$.", g, "gsm8k"))
+        pairs.append((f"{_FILLER}#### {_perturb(g, rng)}", g, "gsm8k"))
+    for g in aime_golds:
+        pairs.append((f"{_FILLER}The answer is $\\boxed{{{int(g):03d}}}$.", g, "aime"))
+        pairs.append((f"{_FILLER}$\\boxed{{{_perturb(g, rng)}}}$", g, "aime"))
+    rng.shuffle(pairs)
+    while len(pairs) < n:
+        pairs = pairs + pairs[: n - len(pairs)]
+    return pairs[:n]
+
+
+def _mv_grade(response: str, gold: str) -> bool:
+    from math_verify import parse, verify
+
+    try:
+        return bool(verify(parse(f"${gold}$"), parse(response)))
+    except Exception:
+        return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=5000, help="number of pairs (default 5000)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=5.0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    pairs = build_pairs(args.n, args.seed)
+    grade("\\boxed{x+1}", "1+x")  # start the sympy worker outside the timed region
+    _mv_grade("$1$", "1")  # import Math-Verify outside the timed region
+
+    per_ds: dict[str, list[float]] = {}  # dataset -> [n, ours seconds, math-verify seconds]
+    ours, mv = [], []
+    t0 = time.perf_counter()
+    for r, g, d in pairs:
+        t = time.perf_counter()
+        ours.append(grade(r, g, dataset=d, timeout_s=args.timeout))
+        acc = per_ds.setdefault(d, [0, 0.0, 0.0])
+        acc[0] += 1
+        acc[1] += time.perf_counter() - t
+    t_ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for r, g, d in pairs:
+        t = time.perf_counter()
+        mv.append(_mv_grade(r, g))
+        per_ds[d][2] += time.perf_counter() - t
+    t_mv = time.perf_counter() - t0
+
+    agree = sum(o.correct == m for o, m in zip(ours, mv))
+    reasons = Counter(o.reason for o in ours)
+    worst = max(o.seconds for o in ours)
+    print(f"grader {GRADER_VERSION}; pairs {len(pairs)}")
+    print(f"ours_pairs_per_s {len(pairs) / t_ours:.1f} ({t_ours:.2f}s); reasons {dict(reasons)}")
+    print(f"math_verify_pairs_per_s {len(pairs) / t_mv:.1f} ({t_mv:.2f}s); correct {sum(mv)}")
+    print(f"throughput_ratio_vs_math_verify {t_mv / t_ours:.2f}")
+    print(f"agreement {agree}/{len(pairs)}; ours-only correct {sum(o.correct and not m for o, m in zip(ours, mv))}; "
+          f"math-verify-only correct {sum(m and not o.correct for o, m in zip(ours, mv))}")
+    for d, (n, t_o, t_m) in sorted(per_ds.items()):
+        print(f"  {d:<6} pairs {int(n):>5}  ours {n / t_o:8.1f}/s  math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
+    print(f"worst_case_latency_s {worst:.3f}")
+
+
+if __name__ == "__main__":
+    main()

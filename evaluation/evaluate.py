@@ -1,0 +1,133 @@
+"""Evaluate one HF-format checkpoint on one benchmark: generate k samples per problem, grade every
+sample, write per-sample records and a summary (avg@k with a 95 % bootstrap CI, pass@k, maj@k).
+
+The same code path serves the embedded synthetic held-out set and the real benchmarks; only the
+problem loader and the prompt template differ. Per-sample records keep the response, the extracted
+answer, the verdict and its reason, so any number can be re-graded without regenerating.
+
+    python -m evaluation.evaluate --config config/config.yaml --model-dir M --benchmark synthetic \
+        --data heldout.jsonl --method dapo --seed 1 --step 60 --out-prefix OUT/eval/dapo/seed1/step60/synthetic
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
+from evaluation.generate import SamplingParams, make_backend
+from evaluation.grader import GRADER_VERSION, Verdict, grade, grade_many
+from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
+from evaluation.templates import render
+from training.config import load_config
+from training.io import sha256_file, write_json_atomic, write_jsonl_atomic
+from training.runtime import setup_runtime
+
+
+def grade_samples(problems: list[Problem], completions, *, rule: str | None, timeout_s: float,
+                  workers: int) -> list[list[Verdict]]:
+    """Grade every sample; the pool is used only when a checker call may need sympy."""
+    pairs = [(c.text, p.answer) for p, group in zip(problems, completions) for c in group]
+    if workers > 1:
+        flat = grade_many(pairs, dataset=rule, timeout_s=timeout_s, workers=workers)
+    else:
+        flat = [grade(text, gold, dataset=rule, timeout_s=timeout_s) for text, gold in pairs]
+    k = len(completions[0]) if completions else 0
+    return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+
+
+def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], template: str, params: SamplingParams,
+             backend: str, device: str, batch_size: int, grader_timeout_s: float, grader_workers: int = 1):
+    """Generate and grade; returns (per-sample records, summary dict without run identifiers)."""
+    bench = get_benchmark(benchmark)
+    engine = make_backend(backend, model_dir, seed=params.seed, device=device, batch_size=batch_size)
+    tokenizer = getattr(engine, "tokenizer", None)
+    prompts = [render(template, p, tokenizer) for p in problems]
+    t0 = time.perf_counter()
+    completions = engine.generate(prompts, params)
+    gen_seconds = time.perf_counter() - t0
+    verdicts = grade_samples(problems, completions, rule=bench.grader_rule, timeout_s=grader_timeout_s,
+                             workers=grader_workers)
+    records, correct, answers = [], [], []
+    for p, group, vs in zip(problems, completions, verdicts):
+        correct.append([int(v.correct) for v in vs])
+        answers.append([v.extracted for v in vs])
+        for j, (c, v) in enumerate(zip(group, vs)):
+            records.append({
+                "benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompts[len(correct) - 1],
+                "response": c.text, "answer": p.answer, "extracted": v.extracted, "correct": v.correct,
+                "reason": v.reason, "grade_seconds": round(v.seconds, 6), "tokens": len(c.token_ids),
+                "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6),
+            })
+    arr = np.asarray(correct, dtype=int)  # [P, k]
+    per_problem = arr.mean(axis=1)
+    lo, hi = bootstrap_ci(per_problem, seed=params.seed)
+    reasons: dict[str, int] = {}
+    for r in records:
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    summary = {
+        "benchmark": benchmark, "n_problems": len(problems), "k": params.n, "n_samples": int(arr.size),
+        "avg_at_k": avg_at_k(arr), "ci95": [lo, hi], "pass_at_k": mean_pass_at_k(arr, params.n),
+        "maj_at_k": maj_at_k(answers, arr), "problem_ids": [p.id for p in problems],
+        "per_problem_correct": arr.tolist(), "reasons": dict(sorted(reasons.items())),
+        "grader_version": GRADER_VERSION, "template": template,
+        "sampling": {"n": params.n, "temperature": params.temperature, "top_p": params.top_p,
+                     "max_new_tokens": params.max_new_tokens, "seed": params.seed},
+        "backend": backend, "generation_seconds": round(gen_seconds, 3),
+        "mean_response_tokens": float(np.mean([r["tokens"] for r in records])) if records else 0.0,
+    }
+    return records, summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="evaluate a checkpoint on one benchmark (avg@k, pass@k, maj@k)")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--model-dir", required=True)
+    parser.add_argument("--benchmark", required=True)
+    parser.add_argument("--data", help="file for generated sets (synthetic); its manifest gives the sha256")
+    parser.add_argument("--data-manifest", help="manifest JSON of the generated set (sha256 + count checked)")
+    parser.add_argument("--method", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--step", type=int, required=True)
+    parser.add_argument("--out-prefix", required=True, help="writes PREFIX.samples.jsonl and PREFIX.summary.json")
+    parser.add_argument("--grader-workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    cfg = load_config(args.config)
+    setup_runtime(cfg.runtime)
+    ev = cfg.eval
+    sha, count = None, None
+    if args.data_manifest:
+        files = json.loads(Path(args.data_manifest).read_text())["files"]
+        entry = next(f for f in files.values() if Path(f["path"]).resolve() == Path(args.data).resolve())
+        sha, count = entry["sha256"], entry["count"]
+    problems = load_benchmark(args.benchmark, data_dir=cfg.data.benchmarks_dir, gpqa_dir=cfg.data.gpqa_dir,
+                              path=args.data, sha256=sha, count=count)
+    if ev.limit:
+        problems = problems[: ev.limit]
+    template = ev.template if args.benchmark == "synthetic" else get_benchmark(args.benchmark).default_template
+    params = SamplingParams(n=ev.k, temperature=ev.temperature, top_p=ev.top_p, max_new_tokens=ev.max_new_tokens,
+                            seed=args.seed)
+    records, summary = evaluate(model_dir=args.model_dir, benchmark=args.benchmark, problems=problems,
+                                template=template, params=params, backend=ev.backend, device=cfg.runtime.device,
+                                batch_size=ev.batch_size, grader_timeout_s=ev.grader_timeout_s,
+                                grader_workers=args.grader_workers)
+    manifest_path = Path(args.model_dir) / "manifest.json"
+    data_file = args.data or str(Path(cfg.data.benchmarks_dir) / (get_benchmark(args.benchmark).path or ""))
+    summary.update({
+        "method": args.method, "seed": args.seed, "step": args.step, "model_dir": args.model_dir,
+        "data_sha256": sha256_file(data_file) if Path(data_file).is_file() else None,
+        "manifest_id": json.loads(manifest_path.read_text())["manifest_id"] if manifest_path.exists() else None,
+    })
+    write_jsonl_atomic(args.out_prefix + ".samples.jsonl", records)
+    write_json_atomic(args.out_prefix + ".summary.json", summary)
+    lo, hi = summary["ci95"]
+    print(f"{args.benchmark} {args.method} seed{args.seed} step{args.step}: avg@{ev.k} {summary['avg_at_k']:.3f} "
+          f"[{lo:.3f}, {hi:.3f}] pass@{ev.k} {summary['pass_at_k']:.3f} ({summary['n_problems']} problems)")
+
+
+if __name__ == "__main__":
+    main()

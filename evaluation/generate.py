@@ -1,0 +1,127 @@
+"""Generation backends behind one interface: HF ``transformers`` (default; CPU or GPU, batched, KV
+cache) and vLLM (``evaluation.backends_vllm``; used when installed). Same sampling parameters and
+seeds for both.
+
+    backend = make_backend("hf", model_dir, seed=0)
+    completions = backend.generate(prompts, SamplingParams(n=4, temperature=1.0, top_p=1.0,
+                                                           max_new_tokens=64, seed=0))
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from tqdm import tqdm
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: str  # "stop" (eos) or "length"
+    latency_s: float
+
+
+class Backend(Protocol):
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]: ...
+
+
+class BackendUnavailable(RuntimeError):
+    """An optional backend (vLLM) is not installed here; the message says what to install."""
+
+
+def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, n: int,
+              temperature: float, top_p: float, max_new_tokens: int, generator_seed: int) -> torch.Tensor:
+    """Sample ``n`` continuations per left-padded prompt with the KV cache; returns response ids
+    [B*n, R] right-padded with the pad token (rows ordered prompt-major: prompt0 x n, prompt1 x n, ...).
+    Shared by evaluation and by the RL trainer's rollouts, so both sample the same way.
+    """
+    torch.manual_seed(generator_seed)  # HF generate samples from the global torch RNG
+    greedy = temperature == 0.0
+    out = model.generate(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        do_sample=not greedy,
+        temperature=None if greedy else temperature,
+        top_p=None if greedy else top_p,
+        top_k=None if greedy else 0,
+        max_new_tokens=max_new_tokens,
+        num_return_sequences=n,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        use_cache=True,
+    )
+    return out[:, prompt_ids.shape[1] :]
+
+
+def split_response(ids: list[int], eos_id: int, pad_id: int) -> tuple[list[int], str]:
+    """Cut a generated row at its first eos; returns (tokens incl. eos, finish_reason)."""
+    if eos_id in ids:
+        cut = ids.index(eos_id)
+        return ids[: cut + 1], "stop"
+    while ids and ids[-1] == pad_id and pad_id != eos_id:
+        ids = ids[:-1]
+    return ids, "length"
+
+
+class HFBackend:
+    """Batched sampling with ``model.generate`` (KV cache). Deterministic for a given seed and batch."""
+
+    def __init__(self, model_dir: str, *, device: str = "cpu", batch_size: int = 32, dtype: str = "float32"):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device)
+        self.model.eval()
+        self.device = device
+        self.batch_size = batch_size
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+        tok = self.tokenizer
+        results: list[list[Completion]] = []
+        per_batch = max(1, self.batch_size // params.n)
+        for start in tqdm(range(0, len(prompts), per_batch), desc="generate", mininterval=10,
+                          disable=len(prompts) <= per_batch):
+            chunk = prompts[start : start + per_batch]
+            enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+            t0 = time.perf_counter()
+            # The seed depends on the chunk's position, not on the batch size of earlier chunks.
+            resp = sample_hf(self.model, tok, enc["input_ids"], enc["attention_mask"], n=params.n,
+                             temperature=params.temperature, top_p=params.top_p,
+                             max_new_tokens=params.max_new_tokens, generator_seed=params.seed * 1_000_003 + start)
+            latency = (time.perf_counter() - t0) / max(1, len(chunk) * params.n)
+            rows = resp.tolist()
+            for i in range(len(chunk)):
+                group = []
+                for j in range(params.n):
+                    ids, finish = split_response(rows[i * params.n + j], tok.eos_token_id, tok.pad_token_id)
+                    text = tok.decode([t for t in ids if t != tok.eos_token_id], skip_special_tokens=False)
+                    group.append(Completion(text=text, token_ids=tuple(ids), finish_reason=finish, latency_s=latency))
+                results.append(group)
+        return results
+
+
+def make_backend(name: str, model_dir: str, *, seed: int, device: str = "cpu", batch_size: int = 32) -> Backend:
+    """``hf`` or ``vllm``; vLLM raises ``BackendUnavailable`` with a clear message where not installed."""
+    if name == "hf":
+        return HFBackend(model_dir, device=device, batch_size=batch_size)
+    if name == "vllm":
+        from evaluation.backends_vllm import VLLMBackend
+
+        return VLLMBackend(model_dir, seed=seed)
+    raise ValueError(f"unknown generation backend {name!r}; valid: ['hf', 'vllm']")

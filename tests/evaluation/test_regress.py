@@ -1,0 +1,143 @@
+"""Regression check: identical tables pass, a hand-edited reference cell fails, tolerances, --update."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from evaluation import regress, report
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def tables(fake_results: Callable[..., Path]) -> tuple[Path, Path]:
+    """(results dir with tables/, a reference dir holding copies of its CSVs)."""
+    out = fake_results()
+    assert report.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+    ref = out.parent / "reference"
+    ref.mkdir()
+    for csv in (out / "tables").glob("*.csv"):
+        shutil.copy(csv, ref / csv.name)
+    return out, ref
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_identical_tables_pass(tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    out, ref = tables
+    assert regress.main([str(out), str(ref)]) == 0
+    assert "regress: OK" in capsys.readouterr().out
+    assert regress.main([str(out / "tables"), str(ref)]) == 0  # the tables dir itself works too
+
+
+def test_hand_edited_cell_fails_and_is_printed(
+    tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, ref = tables
+    _edit(ref / "main.csv", "delta,DelTA,77.5000,", "delta,DelTA,77.0000,")
+    assert regress.main([str(out), str(ref)]) == 1
+    printed = capsys.readouterr().out
+    assert "main delta bench_a: result=77.5000 reference=77.0000 (|Δ|=0.5 > tol 0)" in printed
+    assert "regress: FAIL, 1 regression(s)" in printed
+
+
+def test_tolerances(tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    out, ref = tables
+    _edit(ref / "main.csv", "delta,DelTA,77.5000,", "delta,DelTA,77.0000,")
+    (ref / "tolerances.yaml").write_text('columns:\n  "main:bench_*": 0.6\n')
+    assert regress.main([str(out), str(ref)]) == 0
+    (ref / "tolerances.yaml").write_text('default: 1.0\ncolumns:\n  "bench_a": 0.1\n')  # first match wins
+    assert regress.main([str(out), str(ref)]) == 1
+    assert "(|Δ|=0.5 > tol 0.1)" in capsys.readouterr().out
+    # max(abs, k · reference sd): bench_a_sd is 3.5355 -> allowed 1.77
+    (ref / "tolerances.yaml").write_text('columns:\n  "bench_a": {abs: 0.1, k: 0.5, scale: "{column}_sd"}\n')
+    assert regress.main([str(out), str(ref)]) == 0
+    # counts stay exact under a default tolerance; strings are always exact
+    (ref / "tolerances.yaml").write_text("default: 5.0\n")
+    _edit(ref / "failures.csv", "dapo,DAPO,504,", "dapo,DAPO,505,")
+    assert regress.main([str(out), str(ref)]) == 1
+    assert "failures dapo samples: result=504 reference=505 (|Δ|=1, exact count)" in capsys.readouterr().out
+
+
+def test_drift(tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    out, ref = tables
+    _edit(ref / "main.csv", "delta,DelTA,77.5000,", "delta,DelTA,77.0000,")
+    (ref / "tolerances.yaml").write_text('default: 1.0\ndrift:\n  "bench_a": 0.1\n')
+    assert regress.main([str(out), str(ref)]) == 1
+    assert (
+        "main (all rows) bench_a: mean signed Δ=0.166667 over 3 rows > drift tol 0.1"
+        in capsys.readouterr().out
+    )
+
+
+def test_timing_columns_ignored_by_default(
+    tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, ref = tables
+    _edit(ref / "wallclock.csv", "3.8500", "9.9999")  # dapo time_total_s
+    assert regress.main([str(out), str(ref)]) == 0
+    (ref / "tolerances.yaml").write_text("ignore: []\n")
+    assert regress.main([str(out), str(ref)]) == 1
+    assert "wallclock dapo time_total_s: result=3.8500 reference=9.9999" in capsys.readouterr().out
+
+
+def test_missing_and_extra_rows_columns_tables(
+    tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, ref = tables
+    lines = (ref / "failures.csv").read_text().splitlines(keepends=True)
+    (ref / "failures.csv").write_text("".join(line for line in lines if not line.startswith("sft,")))
+    _edit(ref / "main.csv", "method,label,", "method,name,")
+    (ref / "extra.csv").write_text("method,x\ndapo,1\n")
+    assert regress.main([str(out), str(ref)]) == 1
+    printed = capsys.readouterr().out
+    assert "failures sft: extra row in result (not in reference)" in printed
+    assert "main name: column missing from result" in printed
+    assert "main label: extra column in result (not in reference)" in printed
+    assert "extra: table missing from result" in printed
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True
+    )
+
+
+def test_update_refuses_dirty_tree_and_records_reason(
+    tables: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = tables
+    repo = tmp_path / "repo"
+    ref = repo / "results" / "reference"
+    ref.mkdir(parents=True)
+    (ref / "main.csv").write_text("method,Avg\ndapo,1.0000\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "init")
+    (repo / "untracked.txt").write_text("dirty")
+    assert regress.main([str(out), str(ref), "--update", "--reason", "new grader"]) == 2
+    assert "not clean" in capsys.readouterr().err
+    assert (ref / "main.csv").read_text() == "method,Avg\ndapo,1.0000\n"  # untouched
+
+    (repo / "untracked.txt").unlink()
+    assert regress.main([str(out), str(ref), "--update"]) == 2  # a reason is required
+    assert regress.main([str(out), str(ref), "--update", "--reason", "grader v3 re-score"]) == 0
+    assert (ref / "main.csv").read_bytes() == (out / "tables" / "main.csv").read_bytes()
+    changelog = (ref / "CHANGELOG.md").read_text()
+    assert "grader v3 re-score" in changelog and "· commit " in changelog
+    assert regress.main([str(out), str(ref)]) == 0
+
+
+def test_unknown_tolerance_keys_are_named(tmp_path: Path) -> None:
+    (tmp_path / "tolerances.yaml").write_text("defualt: 1\n")
+    with pytest.raises(ValueError, match="defualt"):
+        regress.load_tolerances(tmp_path / "tolerances.yaml")

@@ -1,0 +1,46 @@
+"""Config validation: a wrong or unknown key fails before anything runs, naming the key."""
+
+import pytest
+
+from training.config import ConfigError, config_from_dict
+
+BASE = {"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"]}
+
+
+def test_defaults_are_filled_from_the_schema():
+    cfg = config_from_dict(BASE)
+    assert cfg.rl.group_size == 8 and cfg.eval.k == 4 and cfg.backend == "native"
+
+
+@pytest.mark.parametrize(
+    ("patch", "key"),
+    [
+        ({"rl": {"group_sise": 8}}, "rl"),  # typo: unknown key
+        ({"rl": {"group_size": 1}}, "rl/group_size"),  # below minimum
+        ({"eval": {"k": "four"}}, "eval/k"),
+        ({"bogus": 1}, "<top level>"),
+        ({"backend": "megatron"}, "backend"),
+    ],
+)
+def test_bad_key_is_named(patch, key):
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({**BASE, **patch})
+    assert f"config key '{key}'" in str(err.value)
+    if "group_sise" in str(patch):
+        assert "group_sise" in str(err.value)
+
+
+def test_unknown_method_lists_valid_presets():
+    with pytest.raises(ConfigError, match="unknown algorithm 'ppo'.*dapo"):
+        config_from_dict({**BASE, "methods": ["ppo"]})
+
+
+def test_override_of_unknown_preset_field_is_named():
+    with pytest.raises(ConfigError, match="eps_hi"):
+        config_from_dict({**BASE, "algorithms": {"dapo": {"eps_hi": 0.3}}})
+
+
+def test_config_hash_changes_with_results_affecting_values():
+    a = config_from_dict(BASE).config_hash
+    b = config_from_dict({**BASE, "rl": {"lr": 1e-3}}).config_hash
+    assert a != b and a == config_from_dict(BASE).config_hash

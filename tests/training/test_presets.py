@@ -1,0 +1,85 @@
+"""Presets are data: every preset resolves to a registered token-weight function with valid knobs."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import pytest
+
+from training.losses import AGGREGATION_MODES
+from training.presets import PRESETS, get_preset
+from training.token_weights import TOKEN_WEIGHTS
+
+EXPECTED = {
+    "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
+    "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_paper", "forking_tokens",
+}
+SURROGATE_FIELDS = ("scale_adv_by_std", "eps_low", "eps_high", "dual_clip_c", "aggregation", "kl_beta",
+                    "overlong_shaping", "overlong_cache_frac", "mask_truncated", "dynamic_sampling")
+
+
+def test_preset_names():
+    assert set(PRESETS) == EXPECTED
+    for name, preset in PRESETS.items():
+        assert preset.name == name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_preset_resolves_and_knobs_bind(name):
+    preset = PRESETS[name]
+    assert preset.token_weights in TOKEN_WEIGHTS
+    assert preset.aggregation in AGGREGATION_MODES
+    fn = TOKEN_WEIGHTS[preset.token_weights]
+    inspect.signature(fn).bind(object(), **preset.knobs)  # raises on an unknown knob
+    json.dumps(dataclasses.asdict(preset))  # serialisable for the run manifest
+
+
+@pytest.mark.parametrize("name", ["delta", "delta_within_side", "delta_random", "cf", "cf_conserve", "cf_inverted",
+                                  "cf_random", "forking_tokens", "dapo_delta_paper"])
+def test_canonical_methods_share_dapo_objective(name):
+    dapo, preset = PRESETS["dapo"], PRESETS[name]
+    for f in SURROGATE_FIELDS:
+        assert getattr(preset, f) == getattr(dapo, f), f
+
+
+def test_dapo_is_the_delta_paper_baseline():
+    dapo = PRESETS["dapo"]
+    assert (dapo.eps_low, dapo.eps_high, dapo.dual_clip_c, dapo.kl_beta) == (0.2, 0.28, 10.0, 0.0)
+    assert dapo.aggregation == "token_mean" and dapo.overlong_shaping and not dapo.dynamic_sampling
+    assert dataclasses.replace(PRESETS["dapo_delta_paper"], name="dapo") == dapo
+
+
+def test_dapo_cf_paper_is_trl_dapo():
+    p = PRESETS["dapo_cf_paper"]
+    assert (p.eps_low, p.eps_high, p.dual_clip_c, p.kl_beta) == (0.2, 0.2, None, 0.005)
+    assert p.aggregation == "token_mean" and p.mask_truncated and not p.overlong_shaping
+    assert not p.dynamic_sampling and p.token_weights == "uniform"
+    cf_paper = PRESETS["cf_paper"]
+    for f in SURROGATE_FIELDS:
+        assert getattr(cf_paper, f) == getattr(p, f), f
+
+
+def test_weight_placement_and_hidden():
+    assert PRESETS["delta"].needs_hidden and not PRESETS["delta"].weights_on_kl  # lambda * A on the pg term
+    assert PRESETS["delta_within_side"].needs_hidden
+    for name in ("cf", "cf_conserve", "cf_inverted", "cf_random", "cf_paper"):
+        assert PRESETS[name].weights_on_kl and not PRESETS[name].needs_hidden  # TRL: per_token_loss * w
+    assert PRESETS["delta"].knobs == {"K": 1, "lambda_min": 0.8, "lambda_max": 1.2, "stats": "local"}
+    assert PRESETS["cf"].knobs["boost"] == 4.0 and PRESETS["cf"].knobs["conserve"] is False
+    assert PRESETS["cf_conserve"].knobs["conserve"] is True
+    assert PRESETS["cf_inverted"].knobs["mode"] == "inverted" and PRESETS["cf_random"].knobs["mode"] == "random"
+    assert PRESETS["forking_tokens"].knobs == {"top_quantile": 0.2}
+
+
+def test_overrides_and_errors():
+    p = get_preset("delta", {"knobs": {"K": 2}, "eps_high": 0.3})
+    assert p.knobs["K"] == 2 and p.knobs["lambda_min"] == 0.8 and p.eps_high == 0.3
+    assert PRESETS["delta"].knobs["K"] == 1  # the registry is untouched
+    with pytest.raises(KeyError, match="valid"):
+        get_preset("deltaa")
+    with pytest.raises(KeyError, match="bogus"):
+        get_preset("cf", {"bogus": 1})
+    with pytest.raises(TypeError):
+        PRESETS["new"] = PRESETS["dapo"]  # type: ignore[index]

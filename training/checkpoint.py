@@ -1,0 +1,60 @@
+"""Checkpoints: HF-format model folders and resumable trainer state, both written atomically.
+
+A checkpoint folder is fully written under a temporary name, then moved into place, so a killed run
+leaves either the previous checkpoint or the new one. The resume state (optimizer, RNG, step) sits in
+``state.pt`` inside the same folder as the weights, so both always belong to the same step.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from training.io import replace_dir_atomic
+
+
+def save_hf_atomic(model, tokenizer, out_dir: str | Path, extra_state: dict[str, Any] | None = None) -> None:
+    """``save_pretrained`` model + tokenizer into ``out_dir`` atomically (plus ``state.pt`` if given)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp"))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if extra_state is not None:
+            torch.save(extra_state, tmp / "state.pt")
+        replace_dir_atomic(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def rng_state(generator: torch.Generator) -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "generator": generator.get_state(),
+    }
+
+
+def restore_rng_state(state: dict[str, Any], generator: torch.Generator) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    generator.set_state(state["generator"])
+
+
+def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
+    """The highest ``step{N}`` folder under ``ckpt_root`` that holds a resume state, or None."""
+    root = Path(ckpt_root)
+    if not root.is_dir():
+        return None
+    found = [(int(p.name[4:]), p) for p in root.glob("step*") if p.name[4:].isdigit() and (p / "state.pt").exists()]
+    return max(found)[1] if found else None

@@ -1,0 +1,225 @@
+"""Experiment config: one YAML file validated against ``workflow/schemas/config.schema.yaml``.
+
+The schema is the single source of defaults (Snakemake's ``validate`` fills them the same way), and
+the frozen dataclasses below have no defaults of their own, so YAML and code cannot drift apart.
+An unknown or mistyped key fails before anything runs, with the key's path in the message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config file that does not match the schema (the message names the bad key)."""
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    seed: int
+    n_train: int
+    n_heldout: int
+    max_operand: int
+    max_value: int
+    min_ops: int
+    max_ops: int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    source: str | None
+    arch: str
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    max_position: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    weight_decay: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    steps: int
+    prompts_per_step: int
+    group_size: int
+    mini_batches: int
+    micro_batch_size: int
+    lr: float
+    weight_decay: float
+    grad_clip: float
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    checkpoint_every: int
+    log_token_weights: int
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    benchmarks: tuple[str, ...]
+    k: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    batch_size: int
+    limit: int | None
+    template: str
+    backend: str
+    grader_timeout_s: float
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    benchmarks_dir: str
+    gpqa_dir: str
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    baseline: str
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    torch_threads: int
+    device: str
+
+
+@dataclass(frozen=True)
+class Config:
+    experiment: str
+    output_dir: str
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...]
+    algorithms: Mapping[str, Mapping[str, Any]]
+    backend: str
+    task: TaskConfig
+    model: ModelConfig
+    sft: SFTConfig
+    rl: RLConfig
+    eval: EvalConfig
+    data: DataConfig
+    report: ReportConfig
+    runtime: RuntimeConfig
+    raw: Mapping[str, Any]
+    """The validated dict with defaults filled (hashed into manifests)."""
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.raw)
+
+
+def _with_defaults(validator_class):
+    """A jsonschema validator that fills ``default`` values while validating (as Snakemake does)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = json.loads(json.dumps(sub["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def validate_config(raw: Mapping[str, Any]) -> dict:
+    """Validate and fill defaults; raise ConfigError naming the offending key path."""
+    data = json.loads(json.dumps(raw))  # deep copy, plain types
+    validator = _with_defaults(jsonschema.Draft202012Validator)(load_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for err in errors:
+            where = "/".join(str(p) for p in err.absolute_path) or "<top level>"
+            lines.append(f"config key '{where}': {err.message}")
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+    from training.presets import get_preset  # local: presets import nothing from here
+
+    for method in data["methods"]:
+        try:
+            get_preset(method, data["algorithms"].get(method))
+        except KeyError as exc:
+            raise ConfigError(f"config key 'methods': {exc.args[0]}") from None
+    for name in data["algorithms"]:
+        if name not in data["methods"]:
+            raise ConfigError(f"config key 'algorithms/{name}': not one of methods {data['methods']}")
+    return data
+
+
+def _build(cls, section: Mapping[str, Any]):
+    kwargs = {f.name: section[f.name] for f in fields(cls)}
+    return cls(**kwargs)
+
+
+def config_from_dict(raw: Mapping[str, Any]) -> Config:
+    data = validate_config(raw)
+    ev = dict(data["eval"])
+    ev["benchmarks"] = tuple(ev["benchmarks"])
+    return Config(
+        experiment=data["experiment"],
+        output_dir=data["output_dir"],
+        seeds=tuple(data["seeds"]),
+        methods=tuple(data["methods"]),
+        algorithms=data["algorithms"],
+        backend=data["backend"],
+        task=_build(TaskConfig, data["task"]),
+        model=_build(ModelConfig, data["model"]),
+        sft=_build(SFTConfig, data["sft"]),
+        rl=_build(RLConfig, data["rl"]),
+        eval=_build(EvalConfig, ev),
+        data=_build(DataConfig, data["data"]),
+        report=_build(ReportConfig, data["report"]),
+        runtime=_build(RuntimeConfig, data["runtime"]),
+        raw=data,
+    )
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read a YAML config (optionally deep-merged with ``overrides``), validate, build dataclasses."""
+    with open(path) as f:
+        raw = yaml.safe_load(f) or {}
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return config_from_dict(raw)
+
+
+def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def config_hash(data: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

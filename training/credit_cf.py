@@ -1,0 +1,423 @@
+"""CF: counterfactual importance weighting (Khandoga, Yuan, Sankarapu; arXiv 2602.09331).
+
+The paper's method section was not available; this follows the authors' code, Lexsi-Labs/aligntune @ 8234976,
+``src/aligntune/backends/trl/rl/counterfact_grpo/custom_trainer.py`` (``detect_calculation_spans``,
+``compute_batched_counterfactual_importance``, ``compute_soft_weights``, ``CounterfactualGRPOTrainer``),
+as summarised in ``shared/research/algorithms.md`` §2.2-2.4. Per completion:
+
+1. Regions. Answer marker = first of "final answer" (case-insensitive), "####", fallback ``\\boxed{``;
+   reasoning region = response tokens before the marker's first token.
+2. Spans (:func:`detect_spans`): arithmetic ``number (op number)+ = number`` (at most max_spans//2), sentence
+   spans (>= 5 tokens, ends at ``.``/``!``/``?``, a ``\\n\\n`` token or two ``\\n`` tokens), both dropping
+   LaTeX-heavy text (> 30 % backslashes); sentences overlapping an arithmetic span are dropped; spans
+   longer than 50 tokens are dropped; at most max_spans in all.
+3. I(s) = S(x) - S(x with s replaced by the pad token), S = sum of log pi(answer tokens), under the current
+   policy (``batch.logp_fn``; the weights are computed at theta_old, once per rollout batch).
+4. raw_t = 0.2 + sum_{s ∋ t} I(s)/|s|; min-max over the reasoning region to imp in [0.5, 1]
+   (all equal: 0.5);
+   formatting tokens (``# ## ### #### = == === ==== - -- ---``) imp *= 0.1;
+   w = w_min + (boost - w_min) imp; answer region w = answer_weight; tokens from the first EOS/pad on
+   w = 1; optional gradient conservation (w * n / sum w over the row's non-padding tokens).
+5. If the advantage std is < 1e-6, CF is skipped and w is uniform.
+
+The weight multiplies the whole per-token loss (clipped surrogate + beta KL), as the TRL code's
+``per_token_loss * token_weights``: presets set ``weights_on_kl=True``.
+
+Departures from the reference code (why in brackets):
+- The answer region that gets ``answer_weight`` is the same marker region as for scoring, including the
+  ``\\boxed{`` fallback. The reference's weight step only matches "Final Answer"/"final answer"/"####",
+  so on completions that end in ``\\boxed{9}`` (our synthetic task) its answer tokens fall to w_min, below
+  every reasoning token [one region definition; the brief asks for answer_weight on the answer].
+- S sums log-probs of the valid response tokens strictly after the marker's first token, up to the end of
+  the response (EOS included when it is a response token). The reference sums to the padded length, so
+  predictions of pad tokens after EOS enter S in its batched path [pad predictions are noise].
+  If that region is empty (e.g. the completion stops at the marker) or there is no marker, the row uses
+  the reference's batched fallback: importance 0.5 on every completion token.
+- Arithmetic operators are ``+ - × * / ÷`` and the LaTeX words ``\\times``, ``\\div``. The reference's
+  character class ``[+\\-×*/÷\\\\times\\\\div]`` admits single letters (t, i, m, e, s, d, v) and a bare
+  backslash instead, and so never matches ``3 \\times 4 = 12`` [evident intent].
+- Two consecutive ``\\n`` tokens end a sentence. The reference tests ``tokens[i].strip() == '\\n'``,
+  which is never true [evident intent; rarely matters since ``\\n\\n`` is usually one token].
+- Token texts are per-token decodes and the marker search runs on their concatenation, so character
+  offsets always line up (the reference searched the jointly decoded text but mapped with per-token
+  lengths).
+- ``inverted`` mirrors imp inside the reasoning region, imp' = lo + hi - imp, so the weight range is
+  unchanged and only the order reverses. The reference mirrored over the whole completion including the
+  zeroed post-reasoning tokens, which also shifted reasoning weights down to [w_min, (w_min+boost)/2].
+- ``random`` draws imp ~ U(0, 1) for every completion token from ``batch.generator`` (reference:
+  ``np.random``), then the same damping / answer / padding / conservation steps.
+- The skip test uses the std of the advantages of the whole rollout batch (reference: of the TRL
+  micro-batch, whose size is a runtime knob here).
+- S(x) of the unmasked completion is recomputed by ``logp_fn`` in the same call as the masked variants
+  instead of reusing ``old_logp`` [identical numerics for both terms of the difference].
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from training.token_weights import CreditBatch
+
+CFMode = Literal["counterfactual", "inverted", "random"]
+CF_MODES: tuple[str, ...] = ("counterfactual", "inverted", "random")
+
+ANSWER_MARKERS: tuple[str, ...] = ("final answer", "####", "\\boxed{")  # searched in this order
+FORMAT_TOKENS = frozenset({"#", "##", "###", "####", "=", "==", "===", "====", "-", "--", "---"})
+FORMAT_DAMPING = 0.1
+BASE_IMPORTANCE = 0.2
+SENTENCE_END = frozenset({".", "!", "?"})
+LATEX_BACKSLASH_MAX = 0.3
+ADV_STD_SKIP = 1e-6
+
+_NUM = r"\d+(?:\.\d+)?"
+_OP = r"(?:[+\-×*/÷]|\\times|\\div)"
+ARITHMETIC_RE = re.compile(rf"{_NUM}(?:\s*{_OP}\s*{_NUM})+\s*=\s*{_NUM}")
+
+
+@dataclass(frozen=True)
+class CFSpans:
+    """Regions and spans of one completion; indices are response positions, ``end`` exclusive."""
+
+    clean_end: int
+    """First EOS/pad position (or the response length): tokens from here on are "padding" (w = 1)."""
+    answer_start: int | None
+    """Position of the token holding the answer marker's first character; None if there is no marker."""
+    spans: tuple[tuple[int, int], ...]
+    """Counterfactual spans, sorted, non-overlapping, all inside the reasoning region."""
+    kinds: tuple[str, ...]
+    """"arithmetic" or "sentence", one per span."""
+
+    @property
+    def reasoning_end(self) -> int:
+        return self.clean_end if self.answer_start is None else self.answer_start
+
+
+def _latex_heavy(text: str) -> bool:
+    return len(text) > 0 and text.count("\\") / len(text) > LATEX_BACKSLASH_MAX
+
+
+def find_answer_start(pieces: Sequence[str]) -> int | None:
+    """Token index of the first answer marker ("final answer" ci, then "####", then "\\boxed{")."""
+    text = "".join(pieces)
+    lowered = text.lower()
+    for marker in ANSWER_MARKERS:
+        pos = lowered.find(marker)
+        if pos >= 0:
+            return _token_at(pieces, pos)
+    return None
+
+
+def _token_at(pieces: Sequence[str], char_pos: int) -> int:
+    """Index of the token containing character ``char_pos`` of ``"".join(pieces)``."""
+    cur = 0
+    for i, piece in enumerate(pieces):
+        if cur <= char_pos < cur + len(piece):
+            return i
+        cur += len(piece)
+    raise IndexError(char_pos)
+
+
+def detect_arithmetic_spans(pieces: Sequence[str], end: int, max_spans: int) -> list[tuple[int, int]]:
+    """Token spans of ``number (op number)+ = number`` in pieces[:end]; LaTeX-heavy ones dropped."""
+    text = "".join(pieces[:end])
+    spans: list[tuple[int, int]] = []
+    for match in ARITHMETIC_RE.finditer(text):
+        s, e = _token_at(pieces, match.start()), _token_at(pieces, match.end() - 1) + 1
+        if _latex_heavy("".join(pieces[s:e])):
+            continue
+        spans.append((s, e))
+        if len(spans) >= max_spans:
+            break
+    return spans
+
+
+def detect_sentence_spans(
+    pieces: Sequence[str], end: int, max_spans: int, min_length: int = 5
+) -> list[tuple[int, int]]:
+    """Sentence spans in pieces[:end]: boundary tokens are . ! ? (stripped), any token with a blank line,
+    or a ``\\n`` token followed by another; >= min_length tokens; a final unterminated sentence is kept."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(end):
+        piece = pieces[i]
+        boundary = (
+            piece.strip() in SENTENCE_END
+            or "\n\n" in piece
+            or (piece == "\n" and i + 1 < end and pieces[i + 1] == "\n")
+        )
+        if not boundary:
+            continue
+        stop = i + 1
+        if stop - start >= min_length and not _latex_heavy("".join(pieces[start:stop])):
+            spans.append((start, stop))
+        start = stop
+        if len(spans) >= max_spans:
+            break
+    if start < end and end - start >= min_length and not _latex_heavy("".join(pieces[start:end])):
+        spans.append((start, end))  # reference keeps it even after the max_spans break
+    return spans
+
+
+def detect_spans(
+    pieces: Sequence[str],
+    reasoning_end: int,
+    *,
+    max_spans: int = 10,
+    min_length: int = 5,
+    max_length: int = 50,
+) -> list[tuple[int, int, str]]:
+    """Hybrid spans: arithmetic (priority, <= max_spans//2) + non-overlapping sentences, sorted,
+    each <= max_length tokens, <= max_spans in all. Returns (start, end, kind) over pieces[:reasoning_end]."""
+    arith = detect_arithmetic_spans(pieces, reasoning_end, max_spans // 2)
+    sent = detect_sentence_spans(pieces, reasoning_end, max_spans, min_length)
+    merged = [(s, e, "arithmetic") for s, e in arith]
+    for s, e in sent:
+        if all(e <= a or s >= b for a, b in arith):
+            merged.append((s, e, "sentence"))
+    merged.sort(key=lambda x: x[0])
+    out = [x for x in merged if x[1] - x[0] <= max_length]
+    return out[:max_spans]
+
+
+def token_pieces(ids: Sequence[int], tokenizer: Any) -> list[str]:
+    """Per-token decoded text (one decode per token, as the reference's ``tokenizer.decode([t])``)."""
+    return list(tokenizer.batch_decode([[int(i)] for i in ids]))
+
+
+def cf_spans(
+    ids: Sequence[int],
+    tokenizer: Any,
+    *,
+    stop_ids: Sequence[int] = (),
+    max_spans: int = 10,
+    min_length: int = 5,
+    max_length: int = 50,
+) -> CFSpans:
+    """Regions and counterfactual spans of one completion (response token ids, no padding needed).
+
+    ``stop_ids`` (EOS, pad) end the clean completion; the answer marker and the spans are searched before it.
+    """
+    ids = [int(i) for i in ids]
+    stops = set(int(s) for s in stop_ids if s is not None)
+    clean_end = next((j for j, t in enumerate(ids) if t in stops), len(ids))
+    pieces = token_pieces(ids[:clean_end], tokenizer)
+    answer_start = find_answer_start(pieces)
+    reasoning_end = clean_end if answer_start is None else answer_start
+    found = detect_spans(
+        pieces, reasoning_end, max_spans=max_spans, min_length=min_length, max_length=max_length
+    )
+    return CFSpans(
+        clean_end=clean_end,
+        answer_start=answer_start,
+        spans=tuple((s, e) for s, e, _ in found),
+        kinds=tuple(k for _, _, k in found),
+    )
+
+
+def importance_from_drops(
+    reasoning_end: int, spans: Sequence[tuple[int, int]], drops: Sequence[float]
+) -> Tensor:
+    """imp over the reasoning region [reasoning_end]: raw = 0.2 + I(s)/|s| on spans, min-max to [0.5, 1].
+
+    CF code: ``compute_batched_counterfactual_importance`` step 6.
+    """
+    raw = torch.full((reasoning_end,), BASE_IMPORTANCE, dtype=torch.float64)  # [L_r]
+    for (s, e), drop in zip(spans, drops):
+        raw[s:e] += drop / (e - s)
+    if reasoning_end == 0:
+        return raw
+    lo, hi = raw.min(), raw.max()
+    if hi > lo:
+        return 0.5 + 0.5 * (raw - lo) / (hi - lo)
+    return torch.full_like(raw, 0.5)
+
+
+def soft_weights(
+    importance: Tensor,
+    pieces: Sequence[str],
+    answer_start: int | None,
+    n_valid: int,
+    *,
+    boost: float,
+    min_weight: float,
+    answer_weight: float,
+    conserve: bool,
+) -> Tensor:
+    """w = w_min + (boost - w_min) imp on the clean completion (formatting imp *= 0.1), answer region =
+    answer_weight, tokens from the first EOS/pad up to n_valid = 1; conserve -> clean-token mean 1.
+
+    importance: [L_clean] with L_clean = len(pieces); returns [n_valid].
+    """
+    clean_end = len(pieces)
+    imp = importance.clone().to(torch.float64)  # [L_clean]
+    for j, piece in enumerate(pieces):
+        if imp[j] > 0 and piece.strip() in FORMAT_TOKENS:
+            imp[j] *= FORMAT_DAMPING
+    w = torch.ones(n_valid, dtype=torch.float64)  # [n_valid]; padding stays 1
+    w[:clean_end] = min_weight + (boost - min_weight) * imp
+    if answer_start is not None:
+        w[answer_start:clean_end] = answer_weight
+    if conserve and clean_end > 0:
+        total = w[:clean_end].sum()
+        if total > 0:
+            w[:clean_end] *= clean_end / total
+    return w
+
+
+def _score_rows(
+    batch: "CreditBatch",
+    rows: list[tuple[int, Tensor]],
+    max_rows_per_call: int | None,
+) -> list[Tensor]:
+    """logp_fn over (source row, edited response ids) pairs, as few calls as possible -> list of [R] logp."""
+    assert batch.logp_fn is not None
+    out: list[Tensor] = []
+    step = len(rows) if not max_rows_per_call else max_rows_per_call
+    for k in range(0, len(rows), max(step, 1)):
+        chunk = rows[k : k + step]
+        src = torch.tensor([b for b, _ in chunk], dtype=torch.long, device=batch.prompt_ids.device)
+        resp = torch.stack([r for _, r in chunk]).to(batch.response_ids.device)  # [n, R]
+        with torch.no_grad():
+            logp = batch.logp_fn(
+                batch.prompt_ids[src], batch.prompt_mask[src], resp, batch.response_mask[src]
+            )  # [n, R]
+        out.extend(logp.detach().cpu().unbind(0))
+    return out
+
+
+@dataclass(frozen=True)
+class CFSpanRecord:
+    """One scored span, for the analyses (share of critical spans by kind, distractors I < 0)."""
+
+    row: int
+    """First batch row holding this completion (duplicates are scored once)."""
+    start: int
+    end: int
+    kind: str
+    drop: float
+    """I(s) = S(x) - S(x with s masked); > 0: the span supports the answer, < 0: distractor."""
+
+
+def cf(
+    batch: "CreditBatch",
+    *,
+    boost: float = 4.0,
+    min_weight: float = 0.5,
+    answer_weight: float = 1.5,
+    max_spans: int = 10,
+    conserve: bool = False,
+    mode: CFMode = "counterfactual",
+    max_rows_per_call: int | None = None,
+) -> Tensor:
+    """CF token weights [B, R] (arXiv 2602.09331; aligntune ``CounterfactualGRPOTrainer``).
+
+    I(s) = S(x) - S(x without s); w = w_min + (boost - w_min) imp(I), answer = answer_weight (see module
+    docstring for every step and departure). ``mode``: "counterfactual", "inverted" (reversed signal
+    ablation) or "random" (imp ~ U(0,1) control). ``max_rows_per_call`` caps the rows of one
+    ``logp_fn`` call (None: all counterfactual rows of the batch in one call). Defaults = 3B GSM8K config
+    (boost 4, no conservation).
+    """
+    return cf_with_spans(
+        batch, boost=boost, min_weight=min_weight, answer_weight=answer_weight, max_spans=max_spans,
+        conserve=conserve, mode=mode, max_rows_per_call=max_rows_per_call,
+    )[0]
+
+
+def cf_with_spans(
+    batch: "CreditBatch",
+    *,
+    boost: float = 4.0,
+    min_weight: float = 0.5,
+    answer_weight: float = 1.5,
+    max_spans: int = 10,
+    conserve: bool = False,
+    mode: CFMode = "counterfactual",
+    max_rows_per_call: int | None = None,
+) -> tuple[Tensor, list[CFSpanRecord]]:
+    """:func:`cf` plus one :class:`CFSpanRecord` per scored span (empty when skipped or ``mode="random"``)."""
+    records: list[CFSpanRecord] = []
+    if mode not in CF_MODES:
+        raise ValueError(f"cf: unknown mode {mode!r}; valid: {CF_MODES}")
+    mask = batch.response_mask  # [B, R]
+    B, R = mask.shape
+    adv = batch.advantages.float()
+    if B < 2 or adv.std().item() < ADV_STD_SKIP:
+        return mask.clone(), records  # CF skipped: uniform (reference: all advantages equal)
+    if batch.tokenizer is None:
+        raise ValueError("cf needs CreditBatch.tokenizer")
+    if mode != "random" and batch.logp_fn is None:
+        raise ValueError("cf needs CreditBatch.logp_fn to re-score masked completions")
+
+    eos = getattr(batch.tokenizer, "eos_token_id", None)
+    stop_ids = [i for i in (batch.pad_token_id, eos) if i is not None]
+    n_valid = mask.sum(-1).long().tolist()  # right padded
+    ids = batch.response_ids.cpu()
+
+    # 1-2. regions and spans per unique completion (dedupe on prompt + response, as the reference's hash)
+    key_of: list[tuple] = []
+    info: dict[tuple, tuple[int, CFSpans, list[str]]] = {}
+    for b in range(B):
+        prompt = tuple(batch.prompt_ids[b][batch.prompt_mask[b] > 0].tolist())
+        resp = tuple(ids[b, : n_valid[b]].tolist())
+        key = (prompt, resp)
+        key_of.append(key)
+        if key not in info:
+            sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans)
+            info[key] = (b, sp, token_pieces(resp[: sp.clean_end], batch.tokenizer))
+
+    # 3. counterfactual scores: for each unique row, the unmasked completion and one row per span
+    def score_positions(b: int, sp: CFSpans) -> slice | None:
+        if sp.answer_start is None or sp.answer_start + 1 >= n_valid[b]:
+            return None
+        return slice(sp.answer_start + 1, n_valid[b])
+
+    rows: list[tuple[int, Tensor]] = []
+    plan: dict[tuple, tuple[int, int]] = {}  # key -> (first row index, number of rows)
+    if mode != "random":
+        for key, (b, sp, _) in info.items():
+            if not sp.spans or score_positions(b, sp) is None:
+                continue
+            plan[key] = (len(rows), 1 + len(sp.spans))
+            rows.append((b, ids[b].clone()))
+            for s, e in sp.spans:
+                edited = ids[b].clone()
+                edited[s:e] = batch.pad_token_id
+                rows.append((b, edited))
+    logps = _score_rows(batch, rows, max_rows_per_call) if rows else []
+
+    # 4. importance -> weights
+    weights: dict[tuple, Tensor] = {}
+    for key, (b, sp, pieces) in info.items():
+        if mode == "random":
+            imp = torch.rand(sp.clean_end, generator=batch.generator, dtype=torch.float64)
+        elif key in plan:
+            first, n = plan[key]
+            pos = score_positions(b, sp)
+            scores = [logps[first + k][pos].double().sum().item() for k in range(n)]
+            drops = [scores[0] - s for s in scores[1:]]  # I(s) = S(x) - S(x \ s)
+            records.extend(
+                CFSpanRecord(row=b, start=s, end=e, kind=k, drop=d)
+                for (s, e), k, d in zip(sp.spans, sp.kinds, drops)
+            )
+            imp = torch.zeros(sp.clean_end, dtype=torch.float64)
+            reasoning = importance_from_drops(sp.reasoning_end, sp.spans, drops)  # [L_r]
+            if mode == "inverted":
+                reasoning = reasoning.min() + reasoning.max() - reasoning
+            imp[: sp.reasoning_end] = reasoning
+        else:  # no spans / no answer tokens: reference batched fallback
+            imp = torch.full((sp.clean_end,), 0.5, dtype=torch.float64)
+        weights[key] = soft_weights(
+            imp, pieces, sp.answer_start, n_valid[b],
+            boost=boost, min_weight=min_weight, answer_weight=answer_weight, conserve=conserve,
+        )
+
+    w = torch.zeros(B, R, dtype=torch.float64)
+    for b in range(B):
+        w[b, : n_valid[b]] = weights[key_of[b]]
+    return w.to(device=mask.device, dtype=mask.dtype) * (mask > 0), records

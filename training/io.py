@@ -1,0 +1,79 @@
+"""Small I/O helpers: atomic writes (tmp file + os.replace), JSONL, sha256. No state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def write_jsonl_atomic(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def read_jsonl(path: str | os.PathLike, *, drop_torn_tail: bool = False) -> list[dict]:
+    """Parse a JSONL file; with ``drop_torn_tail`` a last line cut off by a killed writer is ignored."""
+    with open(path) as f:
+        lines = [line for line in f if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if drop_torn_tail and i == len(lines) - 1:
+                break
+            raise
+    return rows
+
+
+def append_jsonl(path: str | os.PathLike, row: dict) -> None:
+    """Append one line and fsync (metrics logs; a torn last line is dropped by readers on resume)."""
+    with open(path, "a") as f:
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def replace_dir_atomic(tmp_dir: str | os.PathLike, final_dir: str | os.PathLike) -> None:
+    """Move a fully written directory into place; an existing one is swapped out then removed."""
+    final_dir = Path(final_dir)
+    old = final_dir.with_name(final_dir.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final_dir.exists():
+        os.replace(final_dir, old)
+    os.replace(tmp_dir, final_dir)
+    if old.exists():
+        shutil.rmtree(old)

@@ -1,0 +1,312 @@
+"""The native RLVR trainer: one readable loop, every algorithm a preset (``training.presets``).
+
+Per step (one rollout batch):
+  1. rollout    sample G responses for each of ``prompts_per_step`` prompts (KV cache, temperature T)
+  2. reward     binary verifiable reward from the answer checker (``evaluation.grader.grade``, the same
+                function evaluation uses) + DAPO overlong shaping if the preset says so
+  3. old_logp   one no-grad forward at theta_old: log-probs, entropies and (if the preset needs it) the
+                LM-head input h, captured by a forward pre-hook on the same forward (DelTA needs no
+                extra pass); the reference policy's log-probs if the preset has a KL term
+  4. credit     advantages (``losses.group_advantages``) and token weights (the preset's function)
+  5. update     ``mini_batches`` optimizer steps over the batch, each accumulated over micro-batches
+                with global token / sequence counts, so micro-batching never changes the loss
+  6. checkpoint HF folder + resume state, atomically, every ``checkpoint_every`` steps and at the end
+
+Departures from the papers' full-scale recipes (written down, not hidden):
+  - one epoch over each rollout batch (on-policy: ratio = 1 at the first mini-batch), as DelTA/DAPO;
+  - dynamic sampling drops zero-variance groups without re-sampling to refill the batch (the loop
+    keeps the same rollout budget per step for every method); it is off in every shipped preset;
+  - the reference policy for the KL term is the SFT checkpoint.
+A killed run resumes from its last checkpoint (weights, optimizer, RNG, step) with identical results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from evaluation.generate import sample_hf
+from evaluation.grader import grade
+from training import losses
+from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
+from training.config import Config, load_config
+from training.io import append_jsonl, read_jsonl
+from training.manifest import write_manifest
+from training.presets import Preset, get_preset
+from training.runtime import seed_everything, setup_runtime
+from training.token_weights import CreditBatch, get_token_weight_fn
+
+PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
+
+
+class PhaseTimer:
+    """Wall-clock seconds per named phase of one step."""
+
+    def __init__(self) -> None:
+        self.seconds = {p: 0.0 for p in PHASES}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        yield
+        self.seconds[phase] += time.perf_counter() - t0
+
+
+def response_mask_from_ids(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask [B,R] of real response tokens (up to and including the first eos) and truncated flags [B]."""
+    is_eos = response_ids == eos_id
+    seen_before = torch.cumsum(is_eos.int(), dim=1) - is_eos.int()  # eos tokens strictly before t
+    mask = (seen_before == 0).float()
+    truncated = ~is_eos.any(dim=1)
+    return mask, truncated
+
+
+def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *, capture_hidden: bool = False,
+                 with_entropy: bool = False):
+    """Log-probs of response tokens [B,R] (and entropy [B,R], LM-head input [B,R,H] if asked).
+
+    Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts.
+    """
+    input_ids = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
+    attention = torch.cat([prompt_mask, response_mask.long()], dim=1)
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    captured = {}
+    handle = None
+    if capture_hidden:
+        head = model.get_output_embeddings()
+        handle = head.register_forward_pre_hook(lambda _m, args: captured.__setitem__("h", args[0].detach()))
+    try:
+        logits = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids).logits
+    finally:
+        if handle is not None:
+            handle.remove()
+    p = prompt_ids.shape[1]
+    logits = logits[:, p - 1 : -1].float()  # [B, R, V]: position p-1+j predicts response token j
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
+    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    hidden = captured["h"][:, p - 1 : -1] if capture_hidden else None  # [B, R, H]
+    return logp, entropy, hidden
+
+
+def chunked(n: int, size: int):
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
+
+
+def sample_prompts(problems: list[dict], n: int, seed: int, step: int) -> list[dict]:
+    """The step's prompts depend only on (seed, step): identical across methods and after a resume."""
+    return random.Random(seed * 1_000_003 + step).sample(problems, n)
+
+
+def verifiable_reward(response: str, gold: str, *, timeout_s: float) -> float:
+    """1.0 if the answer checker accepts the response, else 0.0 (the checker evaluation uses)."""
+    return float(grade(response, gold, timeout_s=timeout_s).correct)
+
+
+def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
+          reward_fn: Callable[..., float] = verifiable_reward) -> None:
+    device = setup_runtime(cfg.runtime)
+    rl = cfg.rl
+    run = Path(run_dir)
+    ckpt_root = run / "checkpoints"
+    metrics_path = run / "metrics.jsonl"
+    weights_path = run / "token_weights.jsonl"
+    run.mkdir(parents=True, exist_ok=True)
+    generator = seed_everything(seed)
+    tokenizer = AutoTokenizer.from_pretrained(sft_dir, padding_side="left")
+    problems = read_jsonl(train_path)
+    weight_fn = get_token_weight_fn(preset.token_weights)
+
+    resume = latest_checkpoint(ckpt_root)
+    model = AutoModelForCausalLM.from_pretrained(resume or sft_dir).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
+    start_step, wall_offset = 0, 0.0
+    if resume is not None:
+        state = torch.load(resume / "state.pt", weights_only=False)
+        opt.load_state_dict(state["optimizer"])
+        restore_rng_state(state["rng"], generator)
+        start_step = state["step"]
+        rows = [r for r in read_jsonl(metrics_path, drop_torn_tail=True) if r["step"] < start_step] if metrics_path.exists() else []
+        metrics_path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        wall_offset = rows[-1]["wall_clock"] if rows else 0.0
+        print(f"resuming {preset.name} seed {seed} from {resume} (step {start_step})")
+    else:
+        for p in (metrics_path, weights_path):
+            p.unlink(missing_ok=True)
+    ref_model = None
+    if preset.kl_beta > 0:
+        ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
+        ref_model.requires_grad_(False)
+
+    def logp_fn(p_ids, p_mask, r_ids, r_mask):  # CF's counterfactual re-scoring, current policy
+        with torch.no_grad():
+            outs = [forward_logp(model, p_ids[s], p_mask[s], r_ids[s], r_mask[s])[0]
+                    for s in chunked(p_ids.shape[0], rl.micro_batch_size)]
+        return torch.cat(outs)
+
+    t_start = time.perf_counter()
+    for step in range(start_step, rl.steps):
+        timer = PhaseTimer()
+        # ---- 1. rollout -------------------------------------------------------------------------
+        with timer("rollout"):
+            batch_problems = sample_prompts(problems, rl.prompts_per_step, seed, step)
+            enc = tokenizer([p["prompt"] for p in batch_problems], return_tensors="pt", padding=True,
+                            add_special_tokens=False)
+            model.eval()
+            with torch.no_grad():
+                response_ids = sample_hf(model, tokenizer, enc["input_ids"], enc["attention_mask"],
+                                         n=rl.group_size, temperature=rl.temperature, top_p=rl.top_p,
+                                         max_new_tokens=rl.max_new_tokens, generator_seed=seed * 7919 + step)
+            prompt_ids = enc["input_ids"].repeat_interleave(rl.group_size, dim=0)  # [B, P]
+            prompt_mask = enc["attention_mask"].repeat_interleave(rl.group_size, dim=0)
+            group_ids = torch.arange(len(batch_problems)).repeat_interleave(rl.group_size)  # [B]
+            response_mask, truncated = response_mask_from_ids(response_ids, tokenizer.eos_token_id)
+        # ---- 2. reward ----------------------------------------------------------------------------
+        with timer("reward"):
+            texts = tokenizer.batch_decode(
+                [ids[: int(m.sum())] for ids, m in zip(response_ids, response_mask)], skip_special_tokens=True)
+            golds = [batch_problems[int(g)]["answer"] for g in group_ids]
+            correct = torch.tensor([reward_fn(t, g, timeout_s=cfg.eval.grader_timeout_s) for t, g in zip(texts, golds)])
+            rewards = correct.clone()
+            lengths = response_mask.sum(-1)
+            if preset.overlong_shaping:  # DAPO §3.4, L_max = max_new_tokens
+                cache = max(1, int(round(preset.overlong_cache_frac * rl.max_new_tokens)))
+                rewards = rewards + losses.overlong_penalty(lengths, max_len=rl.max_new_tokens, cache_len=cache)
+            advantages = losses.group_advantages(rewards, group_ids, scale_by_std=preset.scale_adv_by_std)
+            loss_mask = response_mask.clone()
+            if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
+                loss_mask[truncated] = 0.0
+            if preset.dynamic_sampling:  # DAPO §3.2 filter (no refill; see module docstring)
+                for g in torch.unique(group_ids):
+                    idx = group_ids == g
+                    if rewards[idx].std() == 0:
+                        loss_mask[idx] = 0.0
+        # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
+        with timer("old_logp"):
+            model.eval()
+            olds, ents, hids, refs = [], [], [], []
+            with torch.no_grad():
+                for s in chunked(response_ids.shape[0], rl.micro_batch_size):
+                    lp, ent, hid = forward_logp(model, prompt_ids[s], prompt_mask[s], response_ids[s],
+                                                response_mask[s], capture_hidden=preset.needs_hidden,
+                                                with_entropy=True)
+                    olds.append(lp), ents.append(ent), hids.append(hid)
+                    if ref_model is not None:
+                        refs.append(forward_logp(ref_model, prompt_ids[s], prompt_mask[s], response_ids[s],
+                                                 response_mask[s])[0])
+            old_logp, entropy = torch.cat(olds), torch.cat(ents)
+            hidden = torch.cat(hids) if preset.needs_hidden else None
+            ref_logp = torch.cat(refs) if refs else None
+        # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
+        with timer("credit"):
+            credit = CreditBatch(
+                prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=response_ids,
+                response_mask=loss_mask, old_logp=old_logp, entropy=entropy, advantages=advantages,
+                group_ids=group_ids, hidden=hidden, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
+                logp_fn=logp_fn, generator=generator,
+            )
+            with torch.no_grad():
+                weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
+        # ---- 5. update ------------------------------------------------------------------------------
+        with timer("update"):
+            model.train()
+            order = torch.randperm(response_ids.shape[0], generator=generator)
+            stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
+            for mb in chunked(len(order), -(-len(order) // rl.mini_batches)):
+                idx_mb = order[mb]
+                num_tokens = float(loss_mask[idx_mb].sum())
+                num_seqs = float((loss_mask[idx_mb].sum(-1) > 0).sum())
+                opt.zero_grad(set_to_none=True)
+                for s in chunked(len(idx_mb), rl.micro_batch_size):
+                    i = idx_mb[s]
+                    logp, _, _ = forward_logp(model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])
+                    adv_t = advantages[i].unsqueeze(-1).expand_as(logp)  # [b, R]
+                    pg = losses.ppo_clip_surrogate(logp, old_logp[i], adv_t, eps_low=preset.eps_low,
+                                                   eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c)
+                    kl = losses.kl_k3(logp, ref_logp[i]) if ref_logp is not None else torch.zeros_like(pg)
+                    w = weights[i]
+                    per_token = w * (pg + preset.kl_beta * kl) if preset.weights_on_kl else w * pg + preset.kl_beta * kl
+                    loss = losses.aggregate(per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
+                                            num_seqs=num_seqs, max_len=rl.max_new_tokens)
+                    loss.backward()
+                    with torch.no_grad():
+                        m = loss_mask[i]
+                        ratio = torch.exp(logp - old_logp[i])
+                        clipped = ((ratio < 1 - preset.eps_low) | (ratio > 1 + preset.eps_high)).float()
+                        stats["loss"] += float(loss)
+                        stats["clip_frac"] += float((clipped * m).sum()) / max(float(loss_mask.sum()), 1.0)
+                        stats["kl"] += float((kl * m).sum()) / max(float(loss_mask.sum()), 1.0)
+                if rl.grad_clip > 0:
+                    stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.grad_clip))
+                opt.step()
+        # ---- 6. checkpoint + metrics --------------------------------------------------------------
+        done = step + 1
+        with timer("checkpoint"):
+            if done % rl.checkpoint_every == 0 or done == rl.steps:
+                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator)}
+                save_hf_atomic(model, tokenizer, ckpt_root / f"step{done}", extra_state=state)
+                if rl.log_token_weights:
+                    dump_token_weights(weights_path, tokenizer, done, response_ids, loss_mask, weights,
+                                       advantages, correct, rl.log_token_weights)
+        seconds = dict(timer.seconds)
+        seconds["total"] = sum(timer.seconds.values())
+        append_jsonl(metrics_path, {
+            "step": step, "reward_mean": float(rewards.mean()), "accuracy": float(correct.mean()),
+            "response_length": float(lengths.mean()), "truncated_frac": float(truncated.float().mean()),
+            "entropy": float((entropy * response_mask).sum() / response_mask.sum()),
+            "weight_mean": float(weights.sum() / loss_mask.sum().clamp(min=1)),
+            "weight_std": float(weights[loss_mask > 0].std()) if loss_mask.sum() > 1 else 0.0,
+            "time": seconds, "tokens_generated": int(response_mask.sum()), "tokens_trained": int(loss_mask.sum()),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "wall_clock": wall_offset + time.perf_counter() - t_start, **stats,
+        })
+        if step % 10 == 0 or done == rl.steps:
+            print(f"[{preset.name} seed {seed}] step {done}/{rl.steps} acc {float(correct.mean()):.3f} "
+                  f"step {seconds['total']:.2f}s", flush=True)
+
+
+def dump_token_weights(path, tokenizer, step, response_ids, mask, weights, advantages, correct, n) -> None:
+    """A few samples' per-token weights (for the DelTA lambda / CF weight heat-maps)."""
+    order = torch.argsort(advantages, descending=True)
+    picks = torch.cat([order[: (n + 1) // 2], order[-(n // 2):]]) if n > 1 else order[:1]
+    for i in picks.tolist():
+        length = int(mask[i].sum())
+        if length == 0:
+            continue
+        ids = response_ids[i, :length].tolist()
+        append_jsonl(path, {"step": step, "tokens": [tokenizer.decode([t]) for t in ids],
+                            "weights": [round(float(w), 5) for w in weights[i, :length]],
+                            "advantage": float(advantages[i]), "correct": bool(correct[i])})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="native RLVR trainer (one loop, presets)")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--method", required=True, help="preset name (training.presets.PRESETS)")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--sft", required=True, help="starting HF model folder (shared SFT checkpoint)")
+    parser.add_argument("--train", required=True, help="training prompts JSONL (prompt, answer)")
+    parser.add_argument("--run-dir", required=True)
+    args = parser.parse_args(argv)
+    cfg = load_config(args.config)
+    preset = get_preset(args.method, cfg.algorithms.get(args.method))
+    run = Path(args.run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    write_manifest(run / "manifest.json", cfg, seeds={"rl": args.seed, "sft": cfg.sft.seed, "task": cfg.task.seed},
+                   data_files={"train": args.train}, extra={"stage": "rl", "method": args.method,
+                                                            "preset": repr(preset), "backend": "native"})
+    train(cfg, preset, seed=args.seed, sft_dir=args.sft, train_path=args.train, run_dir=args.run_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+# Config validation, wildcard constraints and named helpers (no lambdas in rules).
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+sys.path.insert(0, str(Path(workflow.basedir)))
+from training.config import config_from_dict  # noqa: E402  (validates presets and fills defaults)
+
+CFG = config_from_dict(config)
+OUT = CFG.output_dir
+CONFIG_FILE = workflow.overwrite_configfiles[-1] if workflow.overwrite_configfiles else "config/config.yaml"
+PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} python".format(CFG.runtime.torch_threads)
+
+
+wildcard_constraints:
+    method="[a-z0-9_]+",
+    seed=r"\d+",
+    step=r"\d+",
+    benchmark="[a-z0-9_]+",
+
+
+def checkpoint_steps() -> list[int]:
+    """RL steps whose checkpoints are evaluated (every checkpoint_every steps, and the last)."""
+    every, total = CFG.rl.checkpoint_every, CFG.rl.steps
+    steps = list(range(every, total + 1, every))
+    return steps if steps and steps[-1] == total else steps + [total]
+
+
+def eval_targets() -> list[str]:
+    targets = []
+    for bench in CFG.eval.benchmarks:
+        for seed in CFG.seeds:
+            targets.append(f"{OUT}/eval/sft/seed{seed}/step0/{bench}.summary.json")
+            for method in CFG.methods:
+                for step in checkpoint_steps():
+                    targets.append(f"{OUT}/eval/{method}/seed{seed}/step{step}/{bench}.summary.json")
+    return targets
+
+
+def all_outputs() -> list[str]:
+    return eval_targets() + [f"{OUT}/tables/main.md", f"{OUT}/tables/wallclock.md", f"{OUT}/figures/done"]
+
+
+def model_for_eval(wildcards) -> str:
+    """The folder evaluated for (method, seed, step): the SFT model at step 0, else an RL checkpoint."""
+    if wildcards.method == "sft":
+        return f"{OUT}/models/sft"
+    return f"{OUT}/runs/{wildcards.method}/seed{wildcards.seed}/checkpoints/step{wildcards.step}"
+
+
+def eval_data_args(wildcards) -> str:
+    if wildcards.benchmark == "synthetic":
+        return f"--data {OUT}/data/heldout.jsonl --data-manifest {OUT}/data/manifest.json"
+    return ""

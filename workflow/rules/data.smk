@@ -1,0 +1,27 @@
+rule make_data:
+    output:
+        train=f"{OUT}/data/train.jsonl",
+        heldout=f"{OUT}/data/heldout.jsonl",
+        manifest=f"{OUT}/data/manifest.json",
+    log:
+        f"{OUT}/logs/make_data.log",
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    shell:
+        "{PY} -m training.data --config {CONFIG_FILE} --train {output.train} "
+        "--heldout {output.heldout} --manifest {output.manifest} > {log} 2>&1"
+
+
+rule build_model:
+    input:
+        train=f"{OUT}/data/train.jsonl",
+    output:
+        directory(f"{OUT}/models/init"),
+    log:
+        f"{OUT}/logs/build_model.log",
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    shell:
+        "{PY} -m training.model --config {CONFIG_FILE} --train {input.train} --out {output} > {log} 2>&1"

@@ -1,0 +1,41 @@
+rule sft:
+    input:
+        model=f"{OUT}/models/init",
+        train=f"{OUT}/data/train.jsonl",
+    output:
+        model=directory(f"{OUT}/models/sft"),
+        metrics=f"{OUT}/models/sft_metrics.jsonl",
+    log:
+        f"{OUT}/logs/sft.log",
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    resources:
+        gpu=0,
+    shell:
+        "{PY} -m training.sft --config {CONFIG_FILE} --model {input.model} --train {input.train} "
+        "--out {output.model} --metrics {output.metrics} > {log} 2>&1"
+
+
+# Checkpoints are the rule's outputs; the resume state lives inside them, so a killed job rerun with
+# --rerun-incomplete continues from the last checkpoint Snakemake has not removed (see README).
+rule rl:
+    input:
+        sft=f"{OUT}/models/sft",
+        train=f"{OUT}/data/train.jsonl",
+    output:
+        metrics=f"{OUT}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
+        manifest=f"{OUT}/runs/{{method}}/seed{{seed}}/manifest.json",
+        checkpoints=[directory(f"{OUT}/runs/{{method}}/seed{{seed}}/checkpoints/step{s}") for s in checkpoint_steps()],
+    params:
+        run_dir=f"{OUT}/runs/{{method}}/seed{{seed}}",
+    log:
+        f"{OUT}/logs/rl/{{method}}_seed{{seed}}.log",
+    conda:
+        "../../envs/train.yaml"
+    threads: 1
+    resources:
+        gpu=0,
+    shell:
+        "{PY} -m training.rl --config {CONFIG_FILE} --method {wildcards.method} --seed {wildcards.seed} "
+        "--sft {input.sft} --train {input.train} --run-dir {params.run_dir} > {log} 2>&1"
