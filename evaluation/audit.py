@@ -99,28 +99,31 @@ def to_markdown(result: Mapping[str, Any]) -> str:
         "|---|---|---|",
     ]
     for key, label in (
-        ("both_correct", "both correct"),
-        ("both_wrong", "both wrong"),
-        ("ours_only", "ours correct, Math-Verify wrong"),
-        ("math_verify_only", "Math-Verify correct, ours wrong"),
+        ("both_correct", "both accept"),
+        ("both_wrong", "both reject"),
+        ("ours_only", "ours accepts, Math-Verify rejects"),
+        ("math_verify_only", "Math-Verify accepts, ours rejects"),
         ("math_verify_error", "Math-Verify raised"),
     ):
         lines.append(f"| {label} | {c[key]} | {100.0 * c[key] / n if n else 0:.1f}% |")
     lines += [
         "",
-        f"Accuracy: ours {100 * result['accuracy_ours']:.2f}%, Math-Verify "
+        f"Accepted: ours {100 * result['accuracy_ours']:.2f}%, Math-Verify "
         f"{100 * result['accuracy_math_verify']:.2f}% (delta {result['delta_points']:+.2f} points).",
         f"Our reasons: {result['reasons']}",
     ]
-    for key, title in (("ours_only", "Ours correct, Math-Verify wrong"),
-                       ("math_verify_only", "Math-Verify correct, ours wrong")):
+    for key, title in (("ours_only", "Ours accepts, Math-Verify rejects"),
+                       ("math_verify_only", "Math-Verify accepts, ours rejects")):
         ex = result["examples"][key]
         if not ex:
             continue
         lines += ["", f"## {title} (examples)", "", "| gold | extracted | our reason | response tail |",
                   "|---|---|---|---|"]
-        lines += [f"| `{_cell(e['gold'])}` | `{_cell(e['extracted'])}` | {e['reason']} | {_cell(e['response_tail'])} |"
-                  for e in ex]
+        lines += [
+            f"| `{_cell(e['gold'])}` | `{_cell(e['extracted'])}` | {e['reason']} "
+            f"| {_cell(e['response_tail'])} |"
+            for e in ex
+        ]
     return "\n".join(lines) + "\n"
 
 

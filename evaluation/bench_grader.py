@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from evaluation.grader import GRADER_VERSION, grade
+from evaluation.grader import GRADER_VERSION, grade, grade_many
 
 DATA = Path("/work/shared/data/benchmarks")
 _FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=5000, help="number of pairs (default 5000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=5.0)
+    ap.add_argument("--workers", type=int, default=1, help="also time grade_many with this many workers")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     pairs = build_pairs(args.n, args.seed)
@@ -134,10 +135,22 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ours_pairs_per_s {len(pairs) / t_ours:.1f} ({t_ours:.2f}s); reasons {dict(reasons)}")
     print(f"math_verify_pairs_per_s {len(pairs) / t_mv:.1f} ({t_mv:.2f}s); correct {sum(mv)}")
     print(f"throughput_ratio_vs_math_verify {t_mv / t_ours:.2f}")
-    print(f"agreement {agree}/{len(pairs)}; ours-only correct {sum(o.correct and not m for o, m in zip(ours, mv))}; "
-          f"math-verify-only correct {sum(m and not o.correct for o, m in zip(ours, mv))}")
+    ours_only = sum(o.correct and not m for o, m in zip(ours, mv))
+    mv_only = sum(m and not o.correct for o, m in zip(ours, mv))
+    print(f"agreement {agree}/{len(pairs)}; ours-only correct {ours_only}; "
+          f"math-verify-only correct {mv_only}")
+    if args.workers > 1:
+        by_ds: dict[str, list[tuple[str, str]]] = {}
+        for r, g, d in pairs:
+            by_ds.setdefault(d, []).append((r, g))
+        t0 = time.perf_counter()
+        for d, items in by_ds.items():
+            grade_many(items, dataset=d, timeout_s=args.timeout, workers=args.workers)
+        t_many = time.perf_counter() - t0
+        print(f"grade_many_workers_{args.workers}_pairs_per_s {len(pairs) / t_many:.1f}")
     for d, (n, t_o, t_m) in sorted(per_ds.items()):
-        print(f"  {d:<6} pairs {int(n):>5}  ours {n / t_o:8.1f}/s  math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
+        print(f"  {d:<6} pairs {int(n):>5}  ours {n / t_o:8.1f}/s  "
+              f"math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
     print(f"worst_case_latency_s {worst:.3f}")
 
 

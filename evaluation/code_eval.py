@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -64,7 +65,7 @@ class SandboxConfig:
     parallel: int = 2  # EvalPlus worker processes
     run_timeout_s: float = 3600.0  # wall limit for one EvalPlus run
     max_file_bytes: int = 64 * 1024**2  # RLIMIT_FSIZE
-    extra_procs: int = 6  # RLIMIT_NPROC head-room beyond EvalPlus's own processes
+    extra_procs: int = 32  # RLIMIT_NPROC head-room beyond EvalPlus's own processes
     isolate: bool = True  # namespaces + nobody uid when available
 
 
@@ -328,10 +329,52 @@ def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], *, dataset_path: st
 
 # ----------------------------------------------------------------------------------------- worker
 
-def _install_extra_guard(max_start_retries: int = 20) -> None:
+def _count_own_processes() -> int:
+    uid, n = os.getuid(), 0
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                n += os.stat(f"/proc/{d}").st_uid == uid
+            except OSError:
+                pass
+    return n
+
+
+def _kill_descendants(psutil: Any) -> None:
+    """Kill and reap every descendant (we are a child subreaper): whole process groups first, then a
+    stop-then-kill sweep until none is left, so a fork bomb cannot outrun it."""
+    me, own_pgid = psutil.Process(), os.getpgid(0)
+    for _ in range(50):
+        kids = me.children(recursive=True)
+        if not kids:
+            return
+        for pgid in {_pgid(k.pid) for k in kids} - {own_pgid, None}:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for k in kids:
+                try:
+                    k.send_signal(sig)
+                except psutil.Error:
+                    pass
+        psutil.wait_procs(kids, timeout=2)  # reap: zombies still count against RLIMIT_NPROC
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _install_extra_guard(max_start_retries: int = 20, per_check_procs: int = 4) -> None:
     """Augment EvalPlus's runner (in the sandboxed worker only).
 
-    * each check process gets ``RLIMIT_CPU`` = its own EvalPlus kill timeout, inherited by anything it forks;
+    * each check process gets ``RLIMIT_CPU`` = its own EvalPlus kill timeout and an ``RLIMIT_NPROC`` that
+      lets it start at most ``per_check_procs`` processes (both inherited by anything it forks), runs in
+      its own process group, and kills that group once its verdict is recorded;
     * each EvalPlus pool worker becomes a child subreaper and, after every check, kills whatever the
       check left behind (e.g. a fork bomb's orphans), so leftovers cannot starve later checks;
     * a check whose process cannot start (process limit reached) is retried after a short wait.
@@ -349,7 +392,15 @@ def _install_extra_guard(max_start_retries: int = 20) -> None:
     def execute(dataset, entry_point, code, inputs, expected, time_limits, *rest):  # type: ignore[no-untyped-def]
         cpu = int(math.ceil(min(60.0, sum(time_limits)) + 2))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        return original_execute(dataset, entry_point, code, inputs, expected, time_limits, *rest)
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        nproc = _count_own_processes() + per_check_procs  # RLIMIT_NPROC counts all processes of our uid
+        if hard != resource.RLIM_INFINITY:
+            nproc = min(nproc, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        os.setpgid(0, 0)  # this check and whatever it forks form one group ...
+        killpg = os.killpg  # (reliability_guard sets os.killpg to None)
+        original_execute(dataset, entry_point, code, inputs, expected, time_limits, *rest)
+        killpg(0, signal.SIGKILL)  # ... which dies as soon as the verdict is in shared memory
 
     def check(*args, **kwargs):  # type: ignore[no-untyped-def]
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -362,11 +413,7 @@ def _install_extra_guard(max_start_retries: int = 20) -> None:
                         raise
                     time.sleep(0.5)
         finally:
-            for child in psutil.Process().children(recursive=True):
-                try:
-                    child.kill()
-                except psutil.Error:
-                    pass
+            _kill_descendants(psutil)
 
     ev.unsafe_execute = execute
     ee.untrusted_check = check
@@ -383,11 +430,16 @@ def _worker(argv: Sequence[str]) -> int:
     from evalplus.evaluate import evaluate
 
     _install_extra_guard()
-    evaluate(dataset="mbpp", samples=a.samples, parallel=a.parallel, min_time_limit=a.min_time_limit,
-             gt_time_limit_factor=a.gt_time_limit_factor)
+    rc = 0
+    try:
+        evaluate(dataset="mbpp", samples=a.samples, parallel=a.parallel, min_time_limit=a.min_time_limit,
+                 gt_time_limit_factor=a.gt_time_limit_factor)
+    except BaseException:  # e.g. a sample killed a pool worker (BrokenProcessPool)
+        traceback.print_exc()
+        rc = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)  # EvalPlus leaves a non-daemon watchdog thread sleeping for up to 20 s
+    os._exit(rc)  # EvalPlus's non-daemon watchdog thread would otherwise keep us alive (forever on errors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

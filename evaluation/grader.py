@@ -19,10 +19,12 @@ Pipeline
    ``\\right``/``\\big``, spacing commands (``\\!``, ``\\,``, ``~``, ``\\quad``), ``\\displaystyle``,
    ``\\dfrac``/``\\tfrac``, ``{,}`` and thousands commas (``10,\\!080`` = 10080), currency ``\\$``,
    ``\\text{}``/``\\mbox{}``/``\\mathrm{}`` (unit words after a number are dropped, other text
-   unwrapped), bare unit words after a number (``5 cm``), a leading ``x =`` / ``x \\in`` on a single
-   variable, ``\\frac12``/``\\sqrt2`` shorthands, ``sqrt(2)`` plain text, degree marks and
-   percent signs (remembered as flags), ``a \\times 10^{k}`` and ``aek`` scientific notation,
-   number words (``five``), AIME leading zeros (``042``).
+   unwrapped), bare unit words of two or more letters after a number (``5 cm``; ``2m`` stays a
+   product), a leading ``x \\in``, ``\\frac12``/``\\sqrt2`` shorthands (LaTeX reads one token:
+   ``\\sqrt12`` is ``\\sqrt{1}2``), plain-text ``sqrt(2)``, ``pi``, ``cos x``, unicode symbols,
+   "and"/"or" inside lists, degree marks and percent signs (remembered as flags),
+   ``a \\times 10^{k}`` and ``aek`` scientific notation, number words up to ninety-nine,
+   ``infinity``, AIME leading zeros (``042``).
 3. **Fast path** (in process, no sympy, microseconds): identical normalised strings; plain
    integers, decimals, ``a/b``, ``\\frac{a}{b}``, mixed numbers and scientific notation on both
    sides are compared with :class:`fractions.Fraction`; choice letters; text answers; base-n.
@@ -45,9 +47,10 @@ Equivalence conventions
   with an explicit degree mark.  A bare ``45`` never matches ``\\frac{\\pi}{4}``.
 * **Mixed numbers**: an integer literal directly followed by ``\\frac{p}{q}`` of integer literals
   (``1\\frac{4}{5}``, ``137 \\frac{1}{2}``) is a mixed number.
-* **Equations**: ``x=5`` matches ``5`` (a single-variable left side is dropped on both sides);
-  general equations match when ``(l1 - r1) / (l2 - r2)`` is a nonzero constant
-  (``5x-7y+11z+4=0`` matches ``-10x+14y-22z-8=0``).
+* **Equations**: ``x=5`` matches ``5`` (a single-variable left side may be dropped on either
+  side); two single-variable assignments compare their right sides (``D = (0, 1)`` != ``D = (0,
+  1.5)``); general equations match when ``(l1 - r1) / (l2 - r2)`` is a nonzero constant
+  (``5x-7y+11z+4=0`` matches ``-10x+14y-22z-8=0``; ``3x-y+13=0`` matches ``y=3x+13``).
 * **Intervals and unions**: bracket types must match exactly (``[1,2)`` != ``[1,2]``); unions
   compare as unordered collections of intervals; an inequality in one variable
   (``x \\le 3``, ``-1 < x < 2``) is converted to the interval it denotes.
@@ -57,7 +60,8 @@ Equivalence conventions
   single gold is correct only when every element equals the gold (one answer in two notations).
 * **Matrices/vectors**: same shape, element-wise; a ``pmatrix`` column vector also matches a
   parenthesised tuple of the same entries.
-* **Complex numbers**: ``i`` is the imaginary unit (``1+2i`` == ``2i+1``).
+* **Complex numbers**: ``i`` is the imaginary unit (``1+2i`` == ``2i+1``); ``e`` is Euler's number.
+  Symbol names are case-insensitive (latex2sympy lowercases them).
 * **Base-n** (``4210_{5}``): the digits must match (subscript optional on the prediction).
 * **Text answers** (``\\text{Evelyn}``) compare case-insensitively as strings; **choice letters**
   (``\\text{(C)}``) match ``C``, ``(C)``, ``\\text{C}``.
@@ -65,7 +69,11 @@ Equivalence conventions
   ``aime`` answers must be integers 0-999 (leading zeros allowed).
 * **Limits**: inputs longer than 2000 characters or nested deeper than 60 brackets are
   ``parse_error``; every sympy check runs in a worker subprocess killed after ``timeout_s``
-  (``timeout``), which works off the main thread and inside daemonic worker processes.
+  (``timeout``), which works off the main thread and inside daemonic worker processes.  The
+  worker (a plain ``subprocess``, loading this file by path, 4 GiB address-space limit) starts
+  on first use and takes about a second to import sympy; that start-up is not counted against
+  ``timeout_s``.  A killed worker is replaced in the background.  Workers are per process
+  (reset after ``fork``), one per concurrent caller, and exit with their parent.
 
 Changelog
 ---------
@@ -97,8 +105,10 @@ GRADER_VERSION = "creditbench-grader/1"
 log = logging.getLogger(__name__)
 
 REASONS = ("correct", "wrong", "no_answer", "parse_error", "timeout")
+DATASETS = (None, "math", "gsm8k", "aime")
 _MAX_LEN = 2000
 _MAX_DEPTH = 60
+_MAX_IDLE_WORKERS = 16
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,7 @@ class Verdict:
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _ANSWER_PHRASE_RE = re.compile(r"(?i)\b(?:final\s+answer|answer)\s*(?:is\s*:?|:)\s*")
 _GSM_RE = re.compile(r"####\s*([^\n]*)")
-_BOX_JOIN_GAP_RE = re.compile(r"^[\s$,;.]*(?:and|or|&|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\})?[\s$,;]*$")
+_BOX_JOIN_GAP_RE = re.compile(r"^[\s$,;]*(?:and|or|&|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\})?[\s$,;]*$")
 
 
 def _match_brace(text: str, open_idx: int) -> int:
@@ -222,9 +232,12 @@ def extract_answer(response: str, dataset: str | None = None) -> str | None:
 # Normalisation (string level)
 # =====================================================================================
 
-_TEXT_CMDS_RE = re.compile(r"\\(?:textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mbox|operatorname|text)\s*\{")
+_TEXT_CMDS_RE = re.compile(
+    r"\\(?:textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mbox|operatorname|text)\s*\{"
+)
 _NOISE_RE = re.compile(
-    r"~|\\displaystyle|\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?|(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])"
+    r"~|\\displaystyle|\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?"
+    r"|(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])"
 )
 # Bare unit words dropped after a number.  Single letters (m, s, g, ...) are left alone: "2m" may be
 # a product of variables; inside \text{} any word after a number counts as a unit.
@@ -244,10 +257,16 @@ _NUMBER_WORDS = {
         "sixteen seventeen eighteen nineteen".split()
     )
 }
-_TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_TENS = {
+    w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
+_FUNCS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp")
+_ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
 _PLAIN_RE = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d+)?")
 _THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_SCI_TEX_RE = re.compile(r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$")
+_SCI_TEX_RE = re.compile(
+    r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
+)
 _VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
 _ASSIGN_RE = re.compile(rf"^{_VAR}\s*=\s*")
 _IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
@@ -343,6 +362,7 @@ def _fix_shorthands(s: str) -> str:
             break
         s = s[: m.start()] + "\\sqrt{" + s[m.end() : j] + "}" + s[j + 1 :]
     s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi", s)
+    s = re.sub(rf"(?<![\\a-zA-Z])({'|'.join(_FUNCS)})(?![a-zA-Z])", r"\\\1", s)
     s = re.sub(r"(?<![\\a-zA-Z])(?:infinity|inf)(?![a-zA-Z])", r"\\infty", s)
     s = s.replace("∞", "\\infty").replace("π", "\\pi").replace("√", "\\sqrt").replace("−", "-")
     s = s.replace("≤", "\\le ").replace("≥", "\\ge ").replace("∪", "\\cup ").replace("×", "\\times ")
@@ -374,19 +394,26 @@ def _normalize(raw: str) -> _Norm:
         s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\circ|\\degree", "", s)
     s, deg2 = _replace_text_groups(s)
     deg = deg or deg2
+    if "," in s:  # "19, 46, and 82" / "19, 46, \text{ and } 82": list words become commas
+        s = re.sub(r"(?:\s*,)?\s+(?:and|or)\s+", ", ", s)
+        s = re.sub(r",(?:\s*,)+", ",", s)
     s = s.strip()
     m = re.fullmatch(r"(.*?\S)\s*(?:degrees?|deg)\.?", s)
     if m and re.search(r"[\d}]$", m.group(1)):
         deg, s = True, m.group(1)
     is_text = False
+    if re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]\.", s):
+        s = s[:-1]  # "even." -> "even"
     if re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]", s) and len(s) >= 3 and "\\" not in s:
         nw = _number_word(s)
         if nw is not None:
             s = str(nw)
         elif s.lower() in ("infinity", "inf", "infinite"):
             s = "\\infty"
-        elif re.fullmatch(r"[A-Za-z]+(?: [A-Za-z]+)*", s) and (
-            " " in s or len(s) >= 4 or "\\text" in raw or "\\mbox" in raw
+        elif (
+            re.fullmatch(r"[A-Za-z]+(?: [A-Za-z]+)*", s)
+            and (" " in s or len(s) >= 4 or "\\text" in raw or "\\mbox" in raw)
+            and not any(len(w) < 2 or w.lower() in _FUNCS for w in s.split())
         ):
             is_text = True
     if not is_text:
@@ -409,9 +436,8 @@ def _bare(s: str) -> str:
 
 
 def _key(s: str) -> str:
-    """Whitespace-free comparison key (braces dropped when there is no LaTeX command)."""
-    k = "".join(s.split())
-    return k if "\\" in k else k.replace("{", "").replace("}", "")
+    """Whitespace-free comparison key; braces around one character dropped (``x^{2}`` = ``x^2``)."""
+    return _ONE_CHAR_GROUP_RE.sub(r"\1", "".join(s.split()))
 
 
 # =====================================================================================
@@ -530,7 +556,8 @@ def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
             return "correct"  # "x = 5" vs "5"
         p_num, g_num = _simple_number(p_bare), _simple_number(g_bare)
     if g_num is not None and p_num is not None:
-        if dataset == "aime" and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
+        aime_gold = dataset == "aime" and g_num.value.denominator == 1
+        if aime_gold and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
             return "wrong"
         return "correct" if _numbers_equal(p_num, pn, g_num, gn) else "wrong"
     if gn.is_text or pn.is_text:
@@ -676,7 +703,9 @@ def _ineq_to_interval(p: list[str]) -> tuple[Any, ...] | None:
         return None
     a, o1, x, o2, b = p
     if is_var(x) and op(o1) in ("<", "\\le") and op(o2) in ("<", "\\le"):
-        return ("bracket", "[" if op(o1) == "\\le" else "(", "]" if op(o2) == "\\le" else ")", (a.strip(), b.strip()))
+        lo_br = "[" if op(o1) == "\\le" else "("
+        hi_br = "]" if op(o2) == "\\le" else ")"
+        return ("bracket", lo_br, hi_br, (a.strip(), b.strip()))
     return None
 
 
@@ -843,11 +872,13 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
         ps = _structure(ps[2])  # "x = 5" against "5"
     if kind == "eq":
         if ps[0] == "eq":
-            if _eq_equal(ps, gs):
-                return True
             if _single_lhs(ps) and _single_lhs(gs):
-                return _struct_equal(_structure(ps[2]), _structure(gs[2]), pn, gn)
-            return False
+                prhs, grhs = _structure(ps[2]), _structure(gs[2])
+                if _struct_equal(prhs, grhs, pn, gn):
+                    return True
+                if prhs[0] != "scalar" or grhs[0] != "scalar":
+                    return False  # D = (0, 1): the right sides decide
+            return _eq_equal(ps, gs)
         return _single_lhs(gs) and _struct_equal(ps, _structure(gs[2]), pn, gn)
     if kind == "scalar":
         if ps[0] == "list":  # the same answer boxed twice in two notations
@@ -896,7 +927,8 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
                 return False
             return all(_elem_equal(x, y, pn, gn) for ra, rb in zip(ps[1], grid) for x, y in zip(ra, rb))
         flat = [c for row in grid for c in row]
-        if ps[0] == "bracket" and (len(grid) == 1 or all(len(r) == 1 for r in grid)) and len(ps[3]) == len(flat):
+        is_vector = len(grid) == 1 or all(len(r) == 1 for r in grid)
+        if ps[0] == "bracket" and is_vector and len(ps[3]) == len(flat):
             return all(_elem_equal(x, y, pn, gn) for x, y in zip(ps[3], flat))
         return False
     return False
@@ -912,7 +944,7 @@ def _slow_verdict(pred: str, gold: str, dataset: str | None) -> str:
     except Exception:  # sympy raises TypeError/ValueError/... on odd input
         log.debug("sympy comparison failed", exc_info=True)
         return "parse_error"
-    if ok and dataset == "aime":
+    if ok and dataset == "aime" and _INT_RE.match(gn.text):
         num = _simple_number(pn.text)
         if num is not None and (num.value.denominator != 1 or not 0 <= num.value <= 999):
             return "wrong"
@@ -963,16 +995,23 @@ def _worker_main() -> None:
         out.flush()
 
 
+# The worker loads this file by path, so nothing else in the ``evaluation`` package is imported.
+_WORKER_BOOT = (
+    "import importlib.util, sys; "
+    "spec = importlib.util.spec_from_file_location('_creditbench_grader_worker', sys.argv[1]); "
+    "mod = importlib.util.module_from_spec(spec); sys.modules[spec.name] = mod; "
+    "spec.loader.exec_module(mod); mod._worker_main()"
+)
+
+
 class _Worker:
     """One sympy worker subprocess speaking JSON lines over pipes."""
 
     def __init__(self) -> None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("OMP_NUM_THREADS", "1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from evaluation.grader import _worker_main; _worker_main()"],
+            [sys.executable, "-c", _WORKER_BOOT, os.path.abspath(__file__)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -981,6 +1020,9 @@ class _Worker:
         )
         self.buf = b""
         self.ready = False
+        self.poller = select.poll()  # poll, not select: no FD_SETSIZE limit in fd-heavy trainers
+        out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        self.poller.register(out_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
 
     def _readline(self, deadline: float) -> bytes | None:
         fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
@@ -988,9 +1030,8 @@ class _Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            r, _, _ = select.select([fd], [], [], left)
-            if not r:
-                return None
+            if not self.poller.poll(max(1, int(left * 1000))):
+                continue  # re-check the deadline
             chunk = os.read(fd, 65536)
             if not chunk:
                 raise EOFError("grader worker exited")
@@ -1046,7 +1087,7 @@ class _WorkerPool:
 
     def release(self, w: _Worker) -> None:
         with self.lock:
-            if self.pid == os.getpid():
+            if self.pid == os.getpid() and len(self.idle) < _MAX_IDLE_WORKERS:
                 self.idle.append(w)
                 return
         w.close()
@@ -1093,6 +1134,9 @@ def _slow_in_worker(pred: str, gold: str, dataset: str | None, timeout_s: float)
 def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: float = 5.0) -> Verdict:
     """Grade a model response against a gold answer (gold second; see the module docstring)."""
     t0 = time.perf_counter()
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset rule {dataset!r}; valid: {DATASETS}")
+    extracted = None
     try:
         extracted = extract_answer(response, dataset)
         if extracted is None:
@@ -1101,7 +1145,7 @@ def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: fl
         reason = _fast_verdict(extracted, g, dataset)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         log.warning("grader fast path failed on %r / %r", response[-200:], gold, exc_info=True)
-        return Verdict(False, None, "parse_error", time.perf_counter() - t0)
+        return Verdict(False, extracted, "parse_error", time.perf_counter() - t0)
     if reason is None:
         reason = _slow_in_worker(extracted, g, dataset, timeout_s)
     return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
@@ -1115,22 +1159,13 @@ def grade_many(
     workers: int = 1,
 ) -> list[Verdict]:
     """Grade (response, gold) pairs in order; ``workers`` sympy subprocesses run in parallel."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset rule {dataset!r}; valid: {DATASETS}")
     if workers <= 1 or len(pairs) < 2:
         return [grade(r, g, dataset=dataset, timeout_s=timeout_s) for r, g in pairs]
     with ThreadPoolExecutor(max_workers=workers) as ex:
         return list(ex.map(lambda rg: grade(rg[0], rg[1], dataset=dataset, timeout_s=timeout_s), pairs))
 
 
-def grade_in_process(response: str, gold: str, *, dataset: str | None = None) -> Verdict:
-    """Like :func:`grade` but without a subprocess or timeout (debugging and worker use only)."""
-    t0 = time.perf_counter()
-    extracted = extract_answer(response, dataset)
-    if extracted is None:
-        return Verdict(False, None, "no_answer", time.perf_counter() - t0)
-    g = _prepare_gold(gold, dataset)
-    reason = _fast_verdict(extracted, g, dataset) or _slow_verdict(extracted, g, dataset)
-    return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
-
-
-__all__ = ["GRADER_VERSION", "REASONS", "Verdict", "extract_answer", "grade", "grade_many"]
+__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "extract_answer", "grade", "grade_many"]
 

@@ -33,6 +33,7 @@ class TaskConfig:
     max_value: int
     min_ops: int
     max_ops: int
+    slip_prob: float
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,76 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
+class TrainDataConfig:
+    """RL training prompts: a registered set or a hub dataset (``training.prepare_data``); both None = synthetic."""
+
+    dataset: str | None
+    source: str | None
+    subset: str | None
+    split: str
+    question_field: str
+    answer_field: str
+    template: str
+    limit: int | None
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    """PEFT LoRA adapter settings (``peft.LoraConfig``)."""
+
+    r: int
+    alpha: float
+    dropout: float
+    target_modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VLLMConfig:
+    """vLLM rollouts inside TRL (``GRPOConfig.vllm_mode``); mode None = HF generate."""
+
+    mode: str | None
+    tensor_parallel_size: int
+    gpu_memory_utilization: float
+    sleep_mode: bool
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """Cluster / parallelism knobs of backend ``trl`` and the slurm profile (defaults: CPU no-op)."""
+
+    nodes: int
+    gpus_per_node: int
+    partition: str | None
+    account: str | None
+    time_limit: str | None
+    gpu_type: str | None
+    gpu_mem_gb: float
+    dtype: str
+    gradient_checkpointing: bool
+    deepspeed: str | None
+    fsdp: bool
+    lora: LoRAConfig | None
+    vllm: VLLMConfig
+    per_device_batch: int | None
+    grad_accum: int
+    max_prompt_tokens: int | None
+
+    @property
+    def world_size(self) -> int:
+        """Training processes (one per GPU; 1 on CPU)."""
+        return max(1, self.nodes * self.gpus_per_node)
+
+
+def _build_scale(section: Mapping[str, Any]) -> ScaleConfig:
+    s = dict(section)
+    lora = s["lora"]
+    s["lora"] = None if lora is None else LoRAConfig(
+        r=lora["r"], alpha=lora["alpha"], dropout=lora["dropout"], target_modules=tuple(lora["target_modules"]))
+    s["vllm"] = _build(VLLMConfig, s["vllm"])
+    return _build(ScaleConfig, s)
+
+
+@dataclass(frozen=True)
 class Config:
     experiment: str
     output_dir: str
@@ -123,6 +194,8 @@ class Config:
     data: DataConfig
     report: ReportConfig
     runtime: RuntimeConfig
+    train_data: TrainDataConfig
+    scale: ScaleConfig
     raw: Mapping[str, Any]
     """The validated dict with defaults filled (hashed into manifests)."""
 
@@ -198,6 +271,8 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         data=_build(DataConfig, data["data"]),
         report=_build(ReportConfig, data["report"]),
         runtime=_build(RuntimeConfig, data["runtime"]),
+        train_data=_build(TrainDataConfig, data["train_data"]),
+        scale=_build_scale(data["scale"]),
         raw=data,
     )
 

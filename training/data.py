@@ -5,6 +5,12 @@ a restatement of the question) with *calculation spans* (``7 + 5 = 12.``) and en
 so the credit-assignment methods have something to discriminate: DelTA should down-weight the shared
 scaffolding, CF should find the calculation spans whose masking changes the answer.
 
+*Slips.* A fraction ``task.slip_prob`` of the SFT solutions carry one calculation slip: one span's
+result is off by 1 or 2 and the rest of the chain continues from the wrong value (the boxed answer is
+then wrong too). The warm-started policy therefore hesitates exactly at calculation tokens, while the
+scaffolding is certain: the regime RLVR works in on real models (sharpening what the policy already
+knows), reached here in minutes instead of GPU-days. Rewards and evaluation always use the true answer.
+
     Question: Sam has 7 pens. Sam gets 5 more and then gives away 3. How many pens does Sam have?
     Answer: Let's think step by step. Sam has 7 pens. 7 + 5 = 12. 12 - 3 = 9. \\boxed{9}
 
@@ -42,7 +48,9 @@ def make_problem(rng: random.Random, cfg: TaskConfig, idx: int) -> tuple[tuple, 
     n_ops = rng.randint(cfg.min_ops, cfg.max_ops)
     value = rng.randint(1, cfg.max_operand)
     clauses, spans, key = [], [], [value]
-    for _ in range(n_ops):
+    slip_at = rng.randrange(n_ops) if rng.random() < cfg.slip_prob else -1
+    written = value  # the value the (possibly slipped) worked solution carries forward
+    for i in range(n_ops):
         can_sub = value >= 1
         op = "-" if can_sub and rng.random() < 0.5 else "+"
         if op == "+":
@@ -53,12 +61,16 @@ def make_problem(rng: random.Random, cfg: TaskConfig, idx: int) -> tuple[tuple, 
             operand = rng.randint(1, min(cfg.max_operand, value))
             result = value - operand
             clauses.append(f"gives away {operand}")
-        spans.append(f"{value} {op} {operand} = {result}.")
+        shown = (written + operand if op == "+" else written - operand)
+        if i == slip_at:
+            shown = max(0, shown + rng.choice((-2, -1, 1, 2)))
+            shown = shown if shown != (written + operand if op == "+" else written - operand) else shown + 1
+        spans.append(f"{written} {op} {operand} = {shown}.")
         key += [op, operand]
-        value = result
+        value, written = result, shown
     action = " and then ".join(clauses)
     question = f"{name} has {key[0]} {obj}. {name} {action}. How many {obj} does {name} have?"
-    solution = f" {SCAFFOLD} {name} has {key[0]} {obj}. " + " ".join(spans) + f" \\boxed{{{value}}}"
+    solution = f" {SCAFFOLD} {name} has {key[0]} {obj}. " + " ".join(spans) + f" \\boxed{{{written}}}"
     problem = Problem(
         id=f"syn-{idx:05d}",
         question=question,

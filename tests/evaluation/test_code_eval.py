@@ -10,8 +10,10 @@ import gzip
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -42,9 +44,9 @@ def canonical() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Canary files, a secret, and a local TCP listener counting connections."""
-    d = tmp_path_factory.mktemp("host")
+def host() -> dict:
+    """Canary files and a 0600 secret in a world-traversable dir, and a TCP listener counting connections."""
+    d = Path(tempfile.mkdtemp(prefix="creditbench-host-"))
     os.chmod(d, 0o755)
     canary_dir = d / "canary"
     canary_dir.mkdir()
@@ -81,6 +83,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict:
     stop.set()
     th.join(2)
     srv.close()
+    shutil.rmtree(d)
 
 
 def _hostile(host: dict) -> dict[str, str]:
@@ -97,8 +100,8 @@ for attempt in (lambda: shutil.rmtree(D), lambda: os.remove(P), lambda: pathlib.
     except BaseException:
         pass
 try:
-    GONE = not os.path.exists(P) or os.path.getsize(P) == 0
-except BaseException:
+    GONE = os.stat(P).st_size == 0
+except FileNotFoundError:
     GONE = True
 """),
         "fork_bomb": _fn("FORKS > 50", """

@@ -30,7 +30,8 @@ def _write(path: Path, rows: list[dict]) -> None:
 def test_round_trip_keeps_extra_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inp, out = tmp_path / "pairs.jsonl", tmp_path / "sub" / "verdicts.jsonl"
     _write(inp, ROWS)
-    assert grade_cli.main(["--input", str(inp), "--output", str(out), "--dataset", "gsm8k", "--timeout", "10"]) == 0
+    argv = ["--input", str(inp), "--output", str(out), "--dataset", "gsm8k", "--timeout", "10"]
+    assert grade_cli.main(argv) == 0
     got = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in got] == ["a", "b", "c", "d", "e"]
     for src, dst in zip(ROWS, got):
@@ -65,7 +66,8 @@ def test_module_entry_point(tmp_path: Path) -> None:
     inp, out = tmp_path / "p.jsonl", tmp_path / "v.jsonl"
     _write(inp, ROWS[:2])
     proc = subprocess.run(
-        [sys.executable, "-m", "evaluation.grade", "--input", str(inp), "--output", str(out), "--workers", "2"],
+        [sys.executable, "-m", "evaluation.grade", "--input", str(inp), "--output", str(out),
+         "--workers", "2"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -86,4 +88,4 @@ def test_audit_counts_disagreements() -> None:
     assert res["examples"]["ours_only"][0]["gold"] == "(-\\infty,3]"
     assert res["examples"]["math_verify_only"][0]["extracted"] == "2516_6"
     md = audit_mod.to_markdown(res)
-    assert "| ours correct, Math-Verify wrong | 1 |" in md
+    assert "| ours accepts, Math-Verify rejects | 1 |" in md

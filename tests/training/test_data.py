@@ -25,8 +25,8 @@ def test_train_and_heldout_do_not_share_questions():
     assert not train_keys & held_keys
 
 
-def test_every_calculation_span_is_correct_and_answer_is_boxed():
-    train, _ = make_splits(config_from_dict(BASE).task)
+def test_without_slips_every_calculation_span_is_correct_and_answer_is_boxed():
+    train, _ = make_splits(config_from_dict({**BASE, "task": {**BASE["task"], "slip_prob": 0.0}}).task)
     for p in train:
         spans = re.findall(r"(\d+) ([+-]) (\d+) = (\d+)\.", p.solution)
         assert spans, p.solution
@@ -35,3 +35,19 @@ def test_every_calculation_span_is_correct_and_answer_is_boxed():
         assert p.solution.endswith(f"\\boxed{{{p.answer}}}")
         assert spans[-1][3] == p.answer
         assert "Let's think step by step." in p.solution  # shared scaffolding
+
+
+def test_slipped_solutions_have_exactly_one_wrong_span_and_a_consistent_chain():
+    train, _ = make_splits(config_from_dict({**BASE, "task": {**BASE["task"], "slip_prob": 0.5}}).task)
+    slipped = 0
+    for p in train:
+        spans = re.findall(r"(-?\d+) ([+-]) (\d+) = (-?\d+)\.", p.solution)
+        wrong = [(a, op, b, c) for a, op, b, c in spans if (int(a) + int(b) if op == "+" else int(a) - int(b)) != int(c)]
+        assert len(wrong) <= 1, p.solution
+        for (_, _, _, c), (a2, _, _, _) in zip(spans, spans[1:]):
+            assert c == a2, p.solution  # the chain carries the written value forward
+        boxed = re.search(r"\\boxed\{(-?\d+)\}", p.solution).group(1)
+        assert boxed == spans[-1][3]
+        assert (boxed == p.answer) == (not wrong)  # the gold is always the true answer
+        slipped += bool(wrong)
+    assert 0.4 < slipped / len(train) < 0.6
