@@ -19,5 +19,5 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        all_outputs,
+        all_outputs(),
     default_target: True

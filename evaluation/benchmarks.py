@@ -23,10 +23,11 @@ import logging
 import os
 import random
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Layers, outermost first:
    limit, and (when running as root, which CI containers are) fresh network and PID namespaces
    (``unshare --net --pid --fork --kill-child``; no network, and every process it started dies with it)
    and the unprivileged ``nobody`` uid (``setpriv``), so it cannot delete, change or read files that are
-   not world-accessible. Limits set before exec: file size, core dumps, process count.
+   not world-accessible. ``prlimit`` caps file size, core dumps and the process count.
 2. **EvalPlus's own runner** (``evalplus.evaluate.evaluate``): each (sample, base|plus) check runs in a
    fresh process under EvalPlus's ``reliability_guard`` (destructive ``os``/``shutil``/``subprocess``
    functions disabled, ``RLIMIT_AS`` memory cap via ``EVALPLUS_MAX_MEMORY_BYTES``), a per-test time limit
@@ -43,11 +43,18 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, REPO_ROOT, BenchmarkIntegrityError, sha256_file
+from evaluation.benchmarks import (
+    BENCHMARKS,
+    DEFAULT_DATA_DIR,
+    REPO_ROOT,
+    BenchmarkIntegrityError,
+    sha256_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +71,7 @@ class SandboxConfig:
     max_memory_bytes: int = 2 * 1024**3  # RLIMIT_AS per check (EVALPLUS_MAX_MEMORY_BYTES)
     parallel: int = 2  # EvalPlus worker processes
     run_timeout_s: float = 3600.0  # wall limit for one EvalPlus run
-    max_file_bytes: int = 64 * 1024**2  # RLIMIT_FSIZE
+    max_file_bytes: int = 2 * 1024**3  # RLIMIT_FSIZE (the full MBPP+ expected-output pickle is ~0.75 GB)
     extra_procs: int = 32  # RLIMIT_NPROC head-room beyond EvalPlus's own processes
     isolate: bool = True  # namespaces + nobody uid when available
 
@@ -141,23 +148,25 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
         if nobody is not None:
             prefix = [unshare, "--net", "--pid", "--fork", "--kill-child",
                       setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
-            if subprocess.run(prefix + ["true"], capture_output=True).returncode == 0:
+            if subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode == 0:
                 return prefix, ("session", "netns", "pidns", f"uid={nobody.pw_uid}"), nobody.pw_uid
     if unshare:
         prefix = [unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]
-        if subprocess.run(prefix + ["true"], capture_output=True).returncode == 0:
+        if subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode == 0:
             return prefix, ("session", "netns", "pidns", "userns"), None
     log.warning("no namespace isolation available: untrusted code runs with our uid and network; "
                 "only EvalPlus's reliability_guard and rlimits apply")
     return [], ("session",), None
 
 
-def _preexec(config: SandboxConfig) -> None:  # runs in the child between fork and exec
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (config.max_file_bytes, config.max_file_bytes))
+def _rlimit_prefix(config: SandboxConfig) -> list[str]:
+    """``prlimit`` prefix: no core dumps, capped file size and process count for the whole sandbox."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        log.warning("prlimit not found: the sandbox runs without file-size and process-count limits")
+        return []
     nproc = 2 * config.parallel + 4 + config.extra_procs
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return [prlimit, "--core=0", f"--fsize={config.max_file_bytes}", f"--nproc={nproc}", "--"]
 
 
 def _chown_tree(path: Path, uid: int) -> None:
@@ -203,8 +212,8 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
                         "--parallel", str(config.parallel), "--min-time-limit", str(config.min_time_limit),
                         "--gt-time-limit-factor", str(config.gt_time_limit_factor),
 ]
-        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                preexec_fn=lambda: _preexec(config))
+        proc = subprocess.Popen(_rlimit_prefix(config) + cmd, cwd=work, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
             out, _ = proc.communicate(timeout=config.run_timeout_s)
         except subprocess.TimeoutExpired:
@@ -305,7 +314,7 @@ def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], *, dataset_path: st
         if s.get("task_id") not in dataset:
             raise ValueError(f"sample {i}: unknown task_id {s.get('task_id')!r} (not in {path})")
         if not isinstance(s.get("solution", s.get("completion")), str):
-            raise ValueError(f"sample {i}: needs a str 'solution' or 'completion'")
+            raise TypeError(f"sample {i}: needs a str 'solution' or 'completion'")
         indexed.append((i, dict(s)))
     cache = Path(cache_dir or DEFAULT_CACHE_DIR)
     cache.mkdir(parents=True, exist_ok=True)
@@ -390,7 +399,7 @@ def _install_extra_guard(max_start_retries: int = 20, per_check_procs: int = 4) 
     libc = ctypes.CDLL(None, use_errno=True)
 
     def execute(dataset, entry_point, code, inputs, expected, time_limits, *rest):  # type: ignore[no-untyped-def]
-        cpu = int(math.ceil(min(60.0, sum(time_limits)) + 2))
+        cpu = math.ceil(min(60.0, sum(time_limits)) + 2)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         nproc = _count_own_processes() + per_check_procs  # RLIMIT_NPROC counts all processes of our uid
@@ -434,7 +443,7 @@ def _worker(argv: Sequence[str]) -> int:
     try:
         evaluate(dataset="mbpp", samples=a.samples, parallel=a.parallel, min_time_limit=a.min_time_limit,
                  gt_time_limit_factor=a.gt_time_limit_factor)
-    except BaseException:  # e.g. a sample killed a pool worker (BrokenProcessPool)
+    except BaseException:  # noqa: BLE001  (e.g. a sample killed a pool worker: BrokenProcessPool)
         traceback.print_exc()
         rc = 1
     sys.stdout.flush()

@@ -16,9 +16,9 @@ import json
 import logging
 import sys
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, REPO_ROOT, load_benchmark
 

@@ -4,8 +4,12 @@
 ``python -m evaluation.report ... --plots``). Every figure is written as PNG and PDF, atomically and
 byte-reproducibly: Agg backend, fixed ``svg.hashsalt``, no dates or software versions in the metadata.
 
-Seed bands are min–max over seeds around the seed mean. Accuracy is the eval avg@k weighted by problem
-count (the main table's Avg), training accuracy comes from ``metrics.jsonl``.
+Figures: ``accuracy_vs_step`` (eval Avg and training accuracy), ``accuracy_vs_wallclock``,
+``step_time_phases`` (stacked mean seconds per step by phase, total and overhead on top) and
+``heatmap_{method}`` (a correct and an incorrect sample's token weights, for each method whose logged
+weights are not uniform). Seed bands are min–max over seeds around the seed mean. Accuracy is the eval
+avg@k weighted by problem count (the main table's Avg), training accuracy comes from ``metrics.jsonl``
+(smoothed by a moving mean on long runs).
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from evaluation.report import (  # noqa: E402
     AVG,
     METHOD_LABELS,
+    METHOD_ORDER,
     PHASES,
     START_METHOD,
     Results,
@@ -56,14 +62,19 @@ METADATA = {
 }
 HEATMAP_MAX_CHARS = 4000
 HEATMAP_LINE_CHARS = 90
+TRAIN_SMOOTH_POINTS = 40  # training-accuracy curves are smoothed to about this many points
+HEATMAP_PANEL_CHARS = 1200  # per sample in the per-method figures (~14 lines)
 
 
 def _color(method: str, methods: Sequence[str]) -> str:
+    """Grey for the start; the paper methods keep one tab10 colour each in every figure, others follow."""
     if method == START_METHOD:
         return "0.4"
     palette = plt.get_cmap("tab10").colors
-    others = [m for m in methods if m != START_METHOD]
-    return mcolors.to_hex(palette[others.index(method) % len(palette)])
+    known = [m for m in METHOD_ORDER if m != START_METHOD]
+    others = sorted(m for m in methods if m not in METHOD_ORDER)
+    index = known.index(method) if method in known else len(known) + others.index(method)
+    return mcolors.to_hex(palette[index % len(palette)])
 
 
 def _label(method: str) -> str:
@@ -96,7 +107,7 @@ def _band(ax: plt.Axes, x: np.ndarray, y: pd.DataFrame, color: str, label: str, 
     ax.plot(x, mean, color=color, label=label, marker=marker, markersize=3, linewidth=1.5)
     if y.shape[1] > 1:
         ax.fill_between(
-            x, y.min(axis=1).to_numpy(), y.max(axis=1).to_numpy(), color=color, alpha=0.2, linewidth=0
+            x, y.min(axis=1).to_numpy(), y.max(axis=1).to_numpy(), color=color, alpha=0.25, linewidth=0
         )
 
 
@@ -125,14 +136,22 @@ def accuracy_vs_step(res: Results, stem: Path) -> list[Path]:
                 run = res.metrics[res.metrics["method"] == method]
                 train = run.pivot(index="step", columns="seed", values="accuracy").sort_index() * 100
                 if not train.empty:
+                    window = max(1, round(len(train) / TRAIN_SMOOTH_POINTS))
+                    train = train.rolling(window, min_periods=1).mean()
                     _band(ax_train, train.index.to_numpy(), train, color, _label(method), marker="")
         ax_eval.set(
             xlabel="step", ylabel=f"eval {AVG} avg@k (%)", title="Evaluation (seed mean, min–max band)"
         )
-        ax_train.set(xlabel="step", ylabel="training accuracy (%)", title="Training batches")
+        n_train = int(res.metrics["step"].nunique()) if not res.metrics.empty else 0
+        window = max(1, round(n_train / TRAIN_SMOOTH_POINTS))
+        ax_train.set(
+            xlabel="step", ylabel="training accuracy (%)", title="Training batches (seed mean, min–max band)"
+        )
         for ax in (ax_eval, ax_train):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
             if ax.lines:
-                ax.legend(loc="best", fontsize=8)
+                smoothing = f"{window}-step moving mean" if ax is ax_train and window > 1 else None
+                ax.legend(loc="best", fontsize=8, title=smoothing, title_fontsize=8)
         return save(fig, stem)
 
 
@@ -170,61 +189,65 @@ def accuracy_vs_wallclock(res: Results, stem: Path) -> list[Path]:
         return save(fig, stem)
 
 
-def phase_bars(res: Results, stem: Path) -> list[Path]:
-    """Stacked bars: median seconds per step by phase, one bar per method."""
+def phase_bars(res: Results, stem: Path, baseline: str = "dapo") -> list[Path]:
+    """Stacked bars: mean seconds per step by phase (seed means averaged), one bar per method.
+
+    Means, not medians: checkpointing happens every N steps only, so its median is 0. The bar's total
+    and its overhead vs the baseline are written above it.
+    """
     metrics = res.metrics
     methods = sort_methods(set(metrics["method"])) if not metrics.empty else []
     phases = [p for p in PHASES if f"time_{p}" in metrics]
+    phases += sorted(
+        c[5:] for c in metrics.columns if c.startswith("time_") and c[5:] not in (*PHASES, "total")
+    )
+
+    def mean(method: str, col: str) -> float:
+        run = metrics[metrics["method"] == method]
+        return float(run.groupby("seed")[col].mean().mean()) if col in run else math.nan
+
     with plt.rc_context(RC):
-        fig, ax = plt.subplots(figsize=(max(3.5, 1.2 * len(methods) + 2), 3.4), constrained_layout=True)
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(methods) + 2.6), 3.4), constrained_layout=True)
         bottom = np.zeros(len(methods))
         palette = plt.get_cmap("Set2").colors
+        labels = [_label(m) for m in methods]
         for i, phase in enumerate(phases):
-            heights = np.array(
-                [float(metrics.loc[metrics["method"] == m, f"time_{phase}"].median()) for m in methods]
-            )
-            heights = np.nan_to_num(heights)
-            ax.bar(
-                [_label(m) for m in methods],
-                heights,
-                bottom=bottom,
-                label=phase,
-                color=palette[i % len(palette)],
-            )
+            heights = np.nan_to_num(np.array([mean(m, f"time_{phase}") for m in methods]))
+            ax.bar(labels, heights, bottom=bottom, label=phase, color=palette[i % len(palette)], width=0.6)
             bottom += heights
-        ax.set_ylim(0, max(float(bottom.max()) if bottom.size else 0.0, 1e-9) * 1.08)
-        ax.set(ylabel="median seconds per step", title="Step time by phase")
-        if phases:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        base = bottom[methods.index(baseline)] if baseline in methods else math.nan
+        for x, total in enumerate(bottom):
+            text = f"{total:.2f} s"
+            if math.isfinite(base) and base > 0 and methods[x] != baseline:
+                text += f"\n{100 * (total / base - 1):+.0f}%"
+            ax.text(x, total, text, ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, max(float(bottom.max()) if bottom.size else 0.0, 1e-9) * 1.25)
+        ax.grid(axis="x", visible=False)
+        ax.set(ylabel="mean seconds per step", title="Step time by phase (mean over steps and seeds)")
+        if phases:  # legend top-down in stacking order (top phase first)
+            handles, names = ax.get_legend_handles_labels()
+            ax.legend(handles[::-1], names[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+                      title="phase", title_fontsize=8)  # fmt: skip
         return save(fig, stem)
 
 
 def _display_token(token: str) -> str:
-    return (
-        token.replace("\r", "").replace("\n", "\\n").replace("\t", "  ").replace("Ġ", " ").replace("▁", " ")
-    )
+    return token.replace("\r", "").replace("\n", "↵").replace("\t", "  ").replace("Ġ", " ").replace("▁", " ")
 
 
-def heatmap(tokens: list[str], weights: list[float], path: Path | str, title: str) -> list[Path]:
-    """Colour each token of a response by its credit weight (DelTA λ, CF w_t); writes PNG and PDF.
+def _layout(
+    tokens: Sequence[str], weights: np.ndarray, max_chars: int
+) -> tuple[list[tuple[int, int, str, float]], int, bool]:
+    """(line, column, text, weight) per shown token, the number of lines, whether it was truncated.
 
-    Tokens are laid out as monospace text wrapped at ``HEATMAP_LINE_CHARS`` (``\\n`` tokens end a line).
-    The colour scale is diverging around 1 (the uniform weight) when weights fall on both sides of it,
-    sequential otherwise. ``path`` may end in .png/.pdf or be a stem; both formats are written.
+    Wraps at ``HEATMAP_LINE_CHARS``; a token holding a newline ends its line (shown as ``↵``).
     """
-    if len(tokens) != len(weights):
-        raise ValueError(f"{len(tokens)} tokens but {len(weights)} weights")
-    path = Path(path)
-    stem = path.with_suffix("") if path.suffix in (".png", ".pdf") else path
-    w = np.asarray(weights, dtype=float)
-    placed: list[tuple[int, int, str, float]] = []  # line, column, text, weight
+    placed: list[tuple[int, int, str, float]] = []
     line = col = chars = 0
-    truncated = False
-    for token, weight in zip(tokens, w, strict=False):
+    for token, weight in zip(tokens, weights, strict=False):
         text = _display_token(token)
-        if chars + len(text) > HEATMAP_MAX_CHARS:
-            truncated = True
-            break
+        if chars + len(text) > max_chars:
+            return placed, (max(r for r, _, _, _ in placed) + 1 if placed else 1), True
         if col and col + len(text) > HEATMAP_LINE_CHARS:
             line, col = line + 1, 0
         placed.append((line, col, text, float(weight)))
@@ -232,66 +255,162 @@ def heatmap(tokens: list[str], weights: list[float], path: Path | str, title: st
         chars += len(text)
         if "\n" in token:
             line, col = line + 1, 0
-    n_lines = max(row for row, _, _, _ in placed) + 1 if placed else 1
-    line_chars = max([c + max(len(t), 1) for _, c, t, _ in placed] + [60])  # room for the title
-    lo, hi = (float(np.nanmin(w)), float(np.nanmax(w))) if w.size else (0.0, 1.0)
+    return placed, (max(r for r, _, _, _ in placed) + 1 if placed else 1), False
+
+
+def _scale(values: np.ndarray) -> tuple[mcolors.Normalize, mcolors.Colormap]:
+    """Colour scale of token weights.
+
+    Weights on both sides of 1 (the uniform weight): diverging; on a log scale symmetric around 1 when
+    all are positive (w and 1/w get mirrored colours, the colour bar is readable on both sides), else
+    two linear halves. Otherwise sequential.
+    """
+    finite = values[np.isfinite(values)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if 0.0 < lo < 1.0 < hi:
+        ratio = max(hi, 1.0 / lo)
+        return mcolors.LogNorm(vmin=1.0 / ratio, vmax=ratio), plt.get_cmap("coolwarm")
     if lo < 1.0 < hi:
-        norm: mcolors.Normalize = mcolors.TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=hi)
-        cmap = plt.get_cmap("coolwarm")
-    else:
-        norm = mcolors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-9)
-        cmap = plt.get_cmap("viridis")
+        return mcolors.TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=hi), plt.get_cmap("coolwarm")
+    return mcolors.Normalize(vmin=lo, vmax=hi if hi > lo else lo + 1e-9), plt.get_cmap("viridis")
+
+
+def _log_ticks(norm: mcolors.Normalize) -> list[float] | None:
+    """1 and the powers of two inside a symmetric log scale (0.25, 0.5, 1, 2, 4, ...)."""
+    if not isinstance(norm, mcolors.LogNorm):
+        return None
+    top = math.floor(math.log2(norm.vmax) + 1e-9)
+    if top < 1:
+        return [norm.vmin, 1.0, norm.vmax]
+    return [2.0**e for e in range(-top, top + 1)]
+
+
+def heatmap_panels(
+    panels: Sequence[tuple[str, Sequence[str], Sequence[float]]],
+    path: Path | str,
+    *,
+    max_chars: int = HEATMAP_MAX_CHARS,
+) -> list[Path]:
+    """One panel per (title, tokens, weights), stacked, sharing one colour scale and colour bar.
+
+    Each token is a cell of monospace text on a background coloured by its weight (white text on dark
+    cells). ``path`` may end in .png/.pdf or be a stem; both formats are written.
+    """
+    for title, tokens, weights in panels:
+        if len(tokens) != len(weights):
+            raise ValueError(f"{title}: {len(tokens)} tokens but {len(weights)} weights")
+    path = Path(path)
+    stem = path.with_suffix("") if path.suffix in (".png", ".pdf") else path
+    arrays = [np.asarray(w, dtype=float) for _, _, w in panels]
+    norm, cmap = _scale(np.concatenate(arrays) if arrays else np.zeros(0))
+    layouts = [_layout(list(tokens), w, max_chars) for (_, tokens, _), w in zip(panels, arrays, strict=True)]
+    line_chars = max([c + max(len(t), 1) for placed, _, _ in layouts for _, c, t, _ in placed] + [60])
     font = 8.0
     char_in = 0.602 * font / 72  # DejaVu Sans Mono advance (0.602 em) in inches
+    row_in, title_in, gap_in, margin_in = 0.19, 0.28, 0.12, 0.1
+    rows = [max(n_lines, 2) for _, n_lines, _ in layouts]
+    width_in = line_chars * char_in
+    height_in = sum(r * row_in + title_in for r in rows) + gap_in * (len(rows) - 1) + 2 * margin_in
     with plt.rc_context({**RC, "axes.grid": False}):
-        rows_shown = max(n_lines, 3)  # room for the colour bar
-        width_in, height_in = line_chars * char_in, 0.19 * rows_shown
-        fig = plt.figure(figsize=(width_in + 1.3, height_in + 0.6))
-        left, bottom = 0.1 / fig.get_figwidth(), 0.15 / fig.get_figheight()
-        ax = fig.add_axes((left, bottom, width_in / fig.get_figwidth(), height_in / fig.get_figheight()))
-        ax.set_xlim(0, line_chars)
-        ax.set_ylim(rows_shown, 0)
-        ax.axis("off")
-        for row, column, text, weight in placed:
-            width = max(len(text), 1)
-            face = cmap(norm(weight)) if not math.isnan(weight) else (1, 1, 1, 1)
-            ax.add_patch(Rectangle((column, row), width, 1, facecolor=face, edgecolor="white", linewidth=0.3))
-            ax.text(column, row + 0.5, text, fontsize=font, family="DejaVu Sans Mono", va="center", ha="left")
-        ax.set_title(title + (" (truncated)" if truncated else ""), fontsize=9, loc="left")
-        cax = fig.add_axes(
-            (
-                (width_in + 0.3) / fig.get_figwidth(),
-                bottom,
-                0.12 / fig.get_figwidth(),
-                height_in / fig.get_figheight(),
+        fig = plt.figure(figsize=(width_in + 1.4, max(height_in, 1.2)))
+        fig_w, fig_h = fig.get_figwidth(), fig.get_figheight()
+        top = fig_h - margin_in
+        for (title, _, _), (placed, _, truncated), n_rows in zip(panels, layouts, rows, strict=True):
+            top -= title_in
+            ax = fig.add_axes(
+                (
+                    margin_in / fig_w,
+                    (top - n_rows * row_in) / fig_h,
+                    width_in / fig_w,
+                    n_rows * row_in / fig_h,
+                )
             )
+            ax.set_xlim(0, line_chars)
+            ax.set_ylim(n_rows, 0)
+            ax.axis("off")
+            for row, column, text, weight in placed:
+                face = cmap(norm(weight)) if math.isfinite(weight) else (1.0, 1.0, 1.0, 1.0)
+                r, g, b = face[:3]
+                ink = "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"
+                ax.add_patch(
+                    Rectangle(
+                        (column, row), max(len(text), 1), 1, facecolor=face, edgecolor="white", linewidth=0.4
+                    )
+                )
+                ax.text(column, row + 0.55, text, fontsize=font, family="DejaVu Sans Mono", va="center",
+                        ha="left", color=ink)  # fmt: skip
+            ax.set_title(title + (" (truncated)" if truncated else ""), fontsize=9, loc="left", pad=3)
+            top -= n_rows * row_in + gap_in
+        bar_h = height_in - 2 * margin_in - title_in
+        cax = fig.add_axes(
+            ((width_in + 0.35) / fig_w, margin_in / fig_h, 0.12 / fig_w, max(bar_h, 0.5) / fig_h)
         )
-        fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), cax=cax, label="weight")
+        bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), cax=cax, label="token weight")
+        ticks = _log_ticks(norm)
+        if ticks:
+            bar.set_ticks(ticks, labels=[f"{t:g}" if t >= 1 else f"{t:.2g}" for t in ticks])
+            bar.ax.minorticks_off()
         return save(fig, stem)
 
 
-def token_weight_heatmaps(res: Results, out_dir: Path, per_run: int = 4) -> list[Path]:
-    """Heat-maps of the first ``per_run`` dumps of each run's ``token_weights.jsonl``."""
+def heatmap(tokens: list[str], weights: list[float], path: Path | str, title: str) -> list[Path]:
+    """Colour each token of one response by its credit weight (DelTA λ, CF w_t); writes PNG and PDF."""
+    return heatmap_panels([(title, tokens, weights)], path)
+
+
+def _weight_rows(file: Path) -> list[dict[str, object]]:
+    return [json.loads(ln) for ln in file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def _pick_pair(rows: Sequence[dict[str, object]]) -> list[dict[str, object]]:
+    """A correct and an incorrect sample from the latest step that has both (else the latest of each)."""
+    steps = sorted({int(r.get("step", 0)) for r in rows}, reverse=True)  # type: ignore[call-overload]
+    for step in steps:
+        at = [r for r in rows if int(r.get("step", 0)) == step]  # type: ignore[call-overload]
+        good = [r for r in at if r.get("correct")]
+        bad = [r for r in at if not r.get("correct")]
+        if good and bad:
+            return [good[0], bad[0]]
+    good = [r for r in rows if r.get("correct")]
+    bad = [r for r in rows if not r.get("correct")]
+    return ([good[-1]] if good else []) + ([bad[-1]] if bad else [])
+
+
+def token_weight_heatmaps(res: Results, out_dir: Path) -> list[Path]:
+    """``heatmap_{method}``: one correct and one incorrect sample for each method with non-uniform weights.
+
+    Samples come from the method's lowest seed with a ``token_weights.jsonl``; methods whose logged
+    weights are all equal (GRPO, DAPO: uniform credit) get no figure.
+    """
     paths: list[Path] = []
-    for method, seed, file in res.token_weight_files:
-        lines = [ln for ln in file.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        for i, line in enumerate(lines[:per_run]):
-            row = json.loads(line)
-            verdict = "correct" if row.get("correct") else "wrong"
-            advantage = float(row.get("advantage", math.nan))
-            title = f"{_label(method)} seed {seed} · step {row.get('step')} · A={advantage:+.2f} · {verdict}"
-            stem = out_dir / f"heatmap_{method}_seed{seed}_{i}"
-            paths += heatmap(list(row["tokens"]), [float(x) for x in row["weights"]], stem, title)
+    by_method: dict[str, tuple[int, Path]] = {}
+    for method, seed, file in sorted(res.token_weight_files):
+        by_method.setdefault(method, (seed, file))
+    for method in sort_methods(set(by_method)):
+        seed, file = by_method[method]
+        rows = [r for r in _weight_rows(file) if r.get("tokens")]
+        values = (
+            np.concatenate([np.asarray(r["weights"], dtype=float) for r in rows]) if rows else np.zeros(0)
+        )
+        if values.size == 0 or float(np.nanmax(values) - np.nanmin(values)) < 1e-6:
+            log.info("%s: uniform token weights; no heat-map", method)
+            continue
+        panels = []
+        for row in _pick_pair(rows):
+            verdict = "correct" if row.get("correct") else "incorrect"
+            advantage = float(row.get("advantage", math.nan))  # type: ignore[arg-type]
+            title = f"{_label(method)} seed {seed} · step {row.get('step')} · {verdict} · advantage {advantage:+.2f}"
+            panels.append((title, [str(t) for t in row["tokens"]], [float(x) for x in row["weights"]]))  # type: ignore[union-attr]
+        paths += heatmap_panels(panels, out_dir / f"heatmap_{method}", max_chars=HEATMAP_PANEL_CHARS)
     return paths
 
 
 def write_all(res: Results, out_dir: Path, *, baseline: str = "dapo") -> list[Path]:
     """Every figure into ``out_dir``; returns the written paths."""
-    del baseline  # figures show every method; kept for a stable call signature with the report
     paths = accuracy_vs_step(res, out_dir / "accuracy_vs_step")
     paths += accuracy_vs_wallclock(res, out_dir / "accuracy_vs_wallclock")
     if not res.metrics.empty:
-        paths += phase_bars(res, out_dir / "step_time_phases")
+        paths += phase_bars(res, out_dir / "step_time_phases", baseline=baseline)
     paths += token_weight_heatmaps(res, out_dir)
     return paths
 

@@ -2,23 +2,33 @@
 
 ``python -m evaluation.report --results OUT --out OUT/tables [--baseline dapo] [--plots]``
 
-Reads the files the workflow writes under ``OUT`` (see ``load_results``) and builds five tables, each
-from one pandas DataFrame that feeds Markdown, LaTeX (booktabs) and CSV:
+Reads the files the workflow writes under ``OUT`` (see ``load_results``) and builds these tables, each
+from one pandas DataFrame that feeds Markdown, LaTeX (booktabs) and CSV. Benchmarks are split by their
+registry kind (``evaluation.benchmarks``; unregistered names count as math), like the CF paper:
 
-``main``          avg@k (%) per method and benchmark plus ``Avg`` weighted by problem count (DelTA §1.8
-                  convention), mean ± sd over seeds, 95 % bootstrap CI over problems, best per column in
-                  bold, Δ vs the baseline.
+``main``          avg@k (%) per method on the math sets (incl. synthetic, without GSM8K) plus ``Avg``
+                  weighted by problem count (DelTA §1.8 convention), mean ± sd over seeds, 95 % bootstrap
+                  CI over problems, best per column in bold, Δ vs the baseline. Every ``Avg`` of the report
+                  (learning curves, significance, time-to-target, figures) is over these benchmarks.
 ``significance``  paired test of each method against the baseline over problems × samples × seeds:
                   paired percentile bootstrap over problems (stratified by benchmark) and a sign-flip
                   permutation test over problems; seeds are paired by seed id, samples are averaged
                   (they are not paired); Holm-adjusted permutation p per scope; optional claimed gain.
 ``learning``      eval accuracy per method and step (mean ± sd over seeds) and training accuracy.
-``wallclock``     median step time per phase, overhead vs baseline, tokens/s, peak memory, and the
+``wallclock``     mean step time per phase (means: checkpointing runs every N steps only), overhead vs
+                  baseline, tokens/s (generated / rollout s, trained / update s), peak memory, and the
                   steps and seconds to reach the baseline's final Avg (the CF paper's claim).
 ``failures``      grader reason counts and rates per method at the final step.
+``code``          (code sets) MBPP+ / HumanEval+ base and plus pass@1.
+``ood``           (multiple-choice sets) avg@k as in ``main``.
+``gsm8k``         (when GSM8K is evaluated) avg@k as in ``main``.
+``audit``         (math ``.samples.jsonl`` present) verdicts that change when the final checkpoint's
+                  samples are re-graded with Math-Verify, per method × benchmark, with examples.
 
-CSV holds numbers only (4 decimals, ints as ints, empty for missing); provenance (k, samples, seeds,
-grader version, data sha256, manifest ids, git commit) is a footer in Markdown and LaTeX and the full
+The first five are always written; the last four only when they apply (stale ones are removed).
+HTML (one standalone page per table, for ``snakemake --report``) shows the Markdown cells. CSV holds
+numbers only (4 decimals, ints as ints, empty for missing); provenance (k, samples, seeds, grader
+version, data sha256, manifest ids, git commit) is a footer in Markdown, LaTeX and HTML and the full
 set goes to ``provenance.json``. Timing and memory columns are prefixed ``time_`` / ``mem_`` so that
 ``evaluation.regress`` can skip them. All writers are deterministic and every write is atomic.
 """
@@ -26,6 +36,7 @@ set goes to ``provenance.json``. Timing and memory columns are prefixed ``time_`
 from __future__ import annotations
 
 import argparse
+import html
 import io
 import json
 import logging
@@ -60,7 +71,13 @@ METHOD_LABELS: Mapping[str, str] = {
 }
 AVG = "Avg"
 TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures")
-FORMATS: tuple[str, ...] = ("md", "tex", "csv")
+FORMATS: tuple[str, ...] = ("md", "tex", "csv", "html")
+EXTRA_KEYS: tuple[str, ...] = ("pass_at_k", "maj_at_k", "base_pass_at_1", "plus_pass_at_1")
+OPTIONAL_TABLES: tuple[str, ...] = ("code", "ood", "gsm8k", "audit")
+"""Written only when the results have such benchmarks (code: MBPP+/HumanEval+, ood: multiple choice,
+gsm8k: GSM8K, audit: ``.samples.jsonl`` of math benchmarks and Math-Verify installed)."""
+AUDIT_MAX_SAMPLES = 2000
+AUDIT_EXAMPLES = 3
 SUMMARY_KEYS: tuple[str, ...] = (
     "benchmark", "method", "seed", "step", "n_problems", "k", "n_samples", "avg_at_k", "problem_ids",
     "per_problem_correct", "reasons", "grader_version", "data_sha256",
@@ -89,6 +106,8 @@ class ReportOptions:
     """Column order of benchmarks (e.g. the paper's); unlisted benchmarks follow alphabetically."""
     formats: tuple[str, ...] = FORMATS
     """Which of md, tex, csv to write."""
+    audit_max_samples: int = AUDIT_MAX_SAMPLES
+    """Checker audit: at most this many samples per ``.samples.jsonl`` (evenly spaced); 0 skips the audit."""
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -115,6 +134,7 @@ class EvalRecord:
     data_sha256: str
     manifest_id: str
     path: Path
+    extra: Mapping[str, float] = field(default_factory=dict)  # pass_at_k, base/plus_pass_at_1 (code), ...
 
     def per_problem(self) -> pd.Series:
         """Per-problem accuracy (mean over samples), indexed by problem id."""
@@ -155,6 +175,48 @@ def sort_methods(methods: Sequence[str] | set[str]) -> list[str]:
     """Known methods in paper order (sft, grpo, dapo, delta, cf), then the rest alphabetically."""
     known = [m for m in METHOD_ORDER if m in methods]
     return known + sorted(m for m in methods if m not in METHOD_ORDER)
+
+
+def benchmark_kind(name: str) -> str:
+    """``evaluation.benchmarks`` kind ("math" | "code" | "mcq"); unregistered names count as math."""
+    from evaluation.benchmarks import get_benchmark
+
+    try:
+        return str(get_benchmark(name).kind)
+    except KeyError:
+        return "math"
+
+
+def benchmark_rule(name: str) -> str | None:
+    """The answer checker's dataset rule of a benchmark (None for unregistered names)."""
+    from evaluation.benchmarks import get_benchmark
+
+    try:
+        return get_benchmark(name).grader_rule
+    except KeyError:
+        return None
+
+
+def main_benchmarks(benches: Sequence[str]) -> list[str]:
+    """The main table's (and every ``Avg``'s) benchmarks: math sets incl. synthetic but not GSM8K.
+
+    GSM8K gets its own table (the CF paper's convention; its 1319 problems would dominate a
+    problem-weighted Avg). Falls back to GSM8K alone, then to every benchmark, when nothing else is there.
+    """
+    math_sets = [b for b in benches if benchmark_kind(b) == "math"]
+    return [b for b in math_sets if b != "gsm8k"] or math_sets or list(benches)
+
+
+def benchmark_groups(benches: Sequence[str]) -> dict[str, list[str]]:
+    """Table name -> its benchmarks (in the given order); optional tables only when non-empty."""
+    groups = {"main": main_benchmarks(benches)}
+    optional = {
+        "code": [b for b in benches if benchmark_kind(b) == "code"],
+        "ood": [b for b in benches if benchmark_kind(b) == "mcq"],
+        "gsm8k": [b for b in benches if b == "gsm8k"],
+    }
+    groups.update({name: group for name, group in optional.items() if group})
+    return groups
 
 
 def _parse_step(value: Any, path: Path) -> int:
@@ -204,6 +266,7 @@ def _read_summary(path: Path) -> EvalRecord:
         data_sha256=str(data["data_sha256"] or ""),  # the evaluator writes null when it had no file
         manifest_id=str(data.get("manifest_id") or ""),
         path=path,
+        extra={key: float(data[key]) for key in EXTRA_KEYS if isinstance(data.get(key), (int, float))},
     )
     expected = (path.parent.parent.parent.name, f"seed{record.seed}", f"step{record.step}", record.benchmark)
     actual = (
@@ -457,8 +520,13 @@ def problem_counts(res: Results) -> dict[str, int]:
 
 
 def seed_step_accuracy(res: Results) -> pd.DataFrame:
-    """One row per (method, seed, step): avg@k % per benchmark and the problem-weighted Avg."""
-    weights = problem_counts(res)
+    """One row per (method, seed, step): avg@k % per benchmark and the problem-weighted Avg.
+
+    ``Avg`` is over the main table's benchmarks (``main_benchmarks``), so curves, the learning table and
+    time-to-target all use the main table's Avg.
+    """
+    counts = problem_counts(res)
+    weights = {b: counts[b] for b in main_benchmarks(res.benchmarks)}
     rows: dict[tuple[str, int, int], dict[str, Any]] = {}
     for r in res.evals:
         row = rows.setdefault(
@@ -467,7 +535,7 @@ def seed_step_accuracy(res: Results) -> pd.DataFrame:
         row[r.benchmark] = 100.0 * r.avg_at_k
     for row in rows.values():
         row[AVG] = weighted_average([row.get(b, math.nan) for b in weights], list(weights.values()))
-    df = pd.DataFrame(list(rows.values()), columns=["method", "seed", "step", *weights, AVG])
+    df = pd.DataFrame(list(rows.values()), columns=["method", "seed", "step", *counts, AVG])
     return df.sort_values(["method", "seed", "step"], kind="mergesort").reset_index(drop=True)
 
 
@@ -514,6 +582,10 @@ class Table:
     data: pd.DataFrame
     columns: tuple[Column, ...]
     footer: str
+    note: str = ""
+    """How to read the table (e.g. means vs medians); printed above the provenance footer."""
+    appendix_md: str = ""
+    """Extra Markdown after the footer (e.g. the audit's examples); not in LaTeX or CSV."""
 
 
 def _is_missing(value: Any) -> bool:
@@ -615,7 +687,11 @@ def render_markdown(table: Table) -> str:
     for i, (_, row) in enumerate(table.data.iterrows()):
         cells = [_render_cell(row, c, "md", i in b) for c, b in zip(table.columns, bolds, strict=False)]
         lines.append("| " + " | ".join(cells) + " |")
+    if table.note:
+        lines += ["", table.note]
     lines += ["", table.footer, ""]
+    if table.appendix_md:
+        lines += [table.appendix_md.rstrip("\n"), ""]
     return "\n".join(lines)
 
 
@@ -646,6 +722,7 @@ def render_latex(table: Table) -> str:
         r"\bottomrule",
         r"\end{tabular}}",
         r"\par\smallskip",
+        *([rf"{{\footnotesize {tex_escape(table.note)}}}\par"] if table.note else []),
         rf"{{\footnotesize {tex_escape(table.footer)}}}",
         r"\end{table}",
         "",
@@ -687,15 +764,90 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+HTML_STYLE = (
+    "body{font:14px/1.4 system-ui,sans-serif;margin:1em}table{border-collapse:collapse}"
+    "th,td{padding:3px 8px;border-bottom:1px solid #ddd;white-space:nowrap}th{border-bottom:2px solid #444}"
+    "td.r,th.r{text-align:right}td.l,th.l{text-align:left}caption{font-weight:600;text-align:left;"
+    "padding-bottom:6px}p.note,p.footer{font-size:12px;color:#444;max-width:70em}"
+)
+
+
+def _html_inline(text: str) -> str:
+    """Markdown cell text (bold, inline code, escaped pipes) as escaped HTML."""
+    text = html.escape(text.replace(r"\|", "|"), quote=False)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", text)
+
+
+def _md_table_to_html(markdown: str) -> str:
+    """The appendix's Markdown (``####`` headings and pipe tables) as HTML."""
+    out: list[str] = []
+    in_table = False
+    for line in markdown.splitlines():
+        cells = (
+            [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]] if line.startswith("|") else None
+        )
+        if cells is not None and all(re.fullmatch(r":?-+:?", c) for c in cells):
+            continue
+        if cells is not None:
+            tag = "td" if in_table else "th"
+            if not in_table:
+                out.append("<table>")
+                in_table = True
+            out.append("<tr>" + "".join(f"<{tag} class=l>{_html_inline(c)}</{tag}>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            out.append("</table>")
+            in_table = False
+        if line.startswith("#"):
+            out.append(f"<h4>{_html_inline(line.lstrip('#').strip())}</h4>")
+        elif line.strip():
+            out.append(f"<p>{_html_inline(line)}</p>")
+    if in_table:
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def render_html(table: Table) -> str:
+    """A standalone HTML page (the ``snakemake --report`` view): the Markdown table's cells, note, footer."""
+    bolds = [_bold_rows(table.data, c) for c in table.columns]
+    align = {"l": "l", "r": "r"}
+    lines = [
+        "<!DOCTYPE html>",
+        '<html><head><meta charset="utf-8">',
+        f"<title>{html.escape(table.name)}</title><style>{HTML_STYLE}</style></head><body>",
+        "<table>",
+        f"<caption>{html.escape(table.caption)}</caption>",
+        "<tr>"
+        + "".join(f"<th class={align[c.align]}>{html.escape(c.header)}</th>" for c in table.columns)
+        + "</tr>",
+    ]
+    for i, (_, row) in enumerate(table.data.iterrows()):
+        cells = [
+            f"<td class={align[c.align]}>{_html_inline(_render_cell(row, c, 'md', i in b))}</td>"
+            for c, b in zip(table.columns, bolds, strict=False)
+        ]
+        lines.append("<tr>" + "".join(cells) + "</tr>")
+    lines.append("</table>")
+    if table.note:
+        lines.append(f'<p class="note">{html.escape(table.note)}</p>')
+    lines.append(f'<p class="footer">{html.escape(table.footer)}</p>')
+    if table.appendix_md:
+        lines.append(_md_table_to_html(table.appendix_md))
+    lines += ["</body></html>", ""]
+    return "\n".join(lines)
+
+
 RENDERERS: Mapping[str, Callable[[Table], str]] = {
     "md": render_markdown,
     "tex": render_latex,
     "csv": render_csv,
+    "html": render_html,
 }
 
 
 def write_table(table: Table, out_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Write ``{name}.md``, ``{name}.tex``, ``{name}.csv`` atomically; returns the paths."""
+    """Write ``{name}.md``, ``.tex``, ``.csv``, ``.html`` (those in ``formats``) atomically; returns the paths."""
     unknown = sorted(set(formats) - set(RENDERERS))
     if unknown:
         raise ValueError(f"unknown formats {unknown}; valid: {sorted(RENDERERS)}")
@@ -755,8 +907,18 @@ def provenance(res: Results) -> dict[str, Any]:
     }
 
 
-def footer_text(prov: Mapping[str, Any]) -> str:
-    """One line: k, seeds, problems and samples, grader, data sha256 (12 hex), manifest ids, commit."""
+def footer_text(prov: Mapping[str, Any], benches: Sequence[str] | None = None) -> str:
+    """One line: k, seeds, problems and samples, grader, data sha256 (12 hex), manifest ids, commit.
+
+    ``benches`` restricts the per-benchmark parts to a table's benchmarks (default: all).
+    """
+    if benches is not None:
+        keep = set(benches)
+        prov = {
+            **prov,
+            "data_sha256": {b: v for b, v in prov["data_sha256"].items() if b in keep},
+            "n_problems": {b: v for b, v in prov["n_problems"].items() if b in keep},
+        }
 
     def nums(values: Sequence[Any]) -> str:
         return ", ".join(str(v) for v in values) or "?"
@@ -799,8 +961,27 @@ def _seed_mean_problem_accuracy(by_seed: Mapping[int, EvalRecord], seeds: Sequen
 
 
 def main_table(res: Results, opts: ReportOptions, footer: str) -> Table:
-    """DelTA-style table: avg@k % per benchmark, weighted Avg, sd over seeds, bootstrap CI, Δ vs baseline."""
-    benches = order_benchmarks(res.benchmarks, opts.benchmarks)
+    """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``."""
+    benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
+    return accuracy_table(res, opts, footer, "main", benches, with_avg=True)
+
+
+ACCURACY_TITLES: Mapping[str, str] = {
+    "main": "",
+    "ood": "Out-of-domain (multiple choice): ",
+    "gsm8k": "GSM8K: ",
+}
+
+
+def accuracy_table(
+    res: Results, opts: ReportOptions, footer: str, name: str, benches: Sequence[str], *, with_avg: bool
+) -> Table:
+    """DelTA-style table: avg@k % per benchmark, weighted Avg, sd over seeds, bootstrap CI, Δ vs baseline.
+
+    Used for ``main`` (math sets), ``ood`` (multiple-choice sets) and ``gsm8k``; ``with_avg=False`` drops
+    the Avg column (Δ is then on the first benchmark).
+    """
+    benches = list(benches)
     weights = problem_counts(res)
     final = _final_records(res)
     rows = []
@@ -832,39 +1013,46 @@ def main_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         row[f"{AVG}_ci_lo"], row[f"{AVG}_ci_hi"] = stratified_bootstrap_ci(
             strata, n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
         )
-        row["n"] = int(sum(weights.values()))
+        row["n"] = int(sum(weights[b] for b in benches))
         ks = sorted({r.k for recs in by_seed.values() for r in recs.values()})
         row["k"] = ks[0] if len(ks) == 1 else "/".join(map(str, ks))
         row["seeds"] = len(seeds)
         rows.append(row)
+    scopes = [*benches, AVG] if with_avg else benches
     data = pd.DataFrame(rows)
+    if data.empty:
+        data = pd.DataFrame(columns=["method", *scopes, *[f"{b}_sd" for b in scopes], "n", "k", "seeds"])
+        for bench in scopes:
+            data[[f"{bench}_ci_lo", f"{bench}_ci_hi"]] = math.nan
     base = data[data["method"] == opts.baseline]
     if base.empty:
         log.warning("baseline %r has no final evaluation; Δ columns are empty", opts.baseline)
-    for bench in [*benches, AVG]:
+    for bench in scopes:
         data[f"{bench}_delta"] = data[bench] - (float(base[bench].iloc[0]) if not base.empty else math.nan)
-    data.loc[data["method"] == opts.baseline, [f"{b}_delta" for b in [*benches, AVG]]] = math.nan
+    data.loc[data["method"] == opts.baseline, [f"{b}_delta" for b in scopes]] = math.nan
     order = ["method"]
-    for bench in [*benches, AVG]:
+    for bench in scopes:
         order += [bench, f"{bench}_sd", f"{bench}_ci_lo", f"{bench}_ci_hi", f"{bench}_delta"]
     data = data[order + ["n", "k", "seeds"]]
     data.insert(1, "label", [_label(m) for m in data["method"]])
 
     cols = [Column("Method", "label", kind="str", align="l")]
-    for bench in [*benches, AVG]:
+    for bench in scopes:
         ci = (f"{bench}_ci_lo", f"{bench}_ci_hi") if opts.show_ci else (None, None)
         cols.append(Column(bench, bench, sd=f"{bench}_sd", lo=ci[0], hi=ci[1], bold="max"))
+    delta_scope = AVG if with_avg else benches[0]
     cols += [
-        Column(f"Δ {AVG} vs {_label(opts.baseline)}", f"{AVG}_delta", kind="signed"),
+        Column(f"Δ {delta_scope} vs {_label(opts.baseline)}", f"{delta_scope}_delta", kind="signed"),
         Column("n", "n", kind="int"),
         Column("k", "k", kind="str"),
         Column("seeds", "seeds", kind="int"),
     ]
+    avg_text = f"; {AVG} weighted by problem count" if with_avg else ""
     caption = (
-        f"avg@k (%) at the final checkpoint; {AVG} weighted by problem count; mean ± sd over seeds "
+        f"{ACCURACY_TITLES.get(name, '')}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
         f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; best per column in bold"
     )
-    return Table("main", caption, data.reset_index(drop=True), tuple(cols), footer)
+    return Table(name, caption, data.reset_index(drop=True), tuple(cols), footer)
 
 
 def _parse_claims(claims: Sequence[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
@@ -907,7 +1095,10 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
                 )
             diffs[bench] = (frame.dropna().mean(axis=1).sort_index() * 100).to_numpy()
         for scope in [*benches, AVG]:
-            strata = list(diffs.values()) if scope == AVG else ([diffs[scope]] if scope in diffs else [])
+            if scope == AVG:
+                strata = [diffs[b] for b in main_benchmarks(benches) if b in diffs]
+            else:
+                strata = [diffs[scope]] if scope in diffs else []
             result = paired_test(
                 strata, n_boot=opts.n_boot, n_perm=opts.n_perm, seed=opts.seed, alpha=opts.alpha
             )
@@ -956,7 +1147,8 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         Column("claim in CI?", "claim_inside_ci", kind="str", align="l"),
     )
     caption = (
-        f"Paired tests vs {_label(opts.baseline)}: per-problem accuracy difference (samples averaged, seeds "
+        f"Paired tests vs {_label(opts.baseline)} ({AVG} = main-table benchmarks): per-problem accuracy "
+        f"difference (samples averaged, seeds "
         f"paired by id); Δ with {100 * (1 - opts.alpha):.0f}% paired-bootstrap CI ({opts.n_boot} resamples, "
         f"stratified by benchmark), sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
     )
@@ -1000,12 +1192,39 @@ def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         Column("wall-clock (s)", "time_wall_clock_s", digits=0),
         Column("seeds", "seeds", kind="int"),
     ]
-    caption = "Learning curve: avg@k (%) per evaluated step, mean ± sd over seeds; training accuracy (%) at that step"
+    caption = (
+        f"Learning curve: avg@k (%) per evaluated step, mean ± sd over seeds ({AVG} over the main-table "
+        "benchmarks); training accuracy (%) at that step"
+    )
     return Table("learning", caption, data, tuple(cols), footer)
 
 
+def _seed_mean(run: pd.DataFrame, col: str) -> float:
+    """Mean per step of ``col`` within each seed, then the mean over seeds (NaN when never logged)."""
+    if col not in run or not run[col].notna().any():
+        return math.nan
+    return float(run.groupby("seed")[col].mean().mean())
+
+
+def _throughput(run: pd.DataFrame, tokens: str, seconds: str) -> float:
+    """Σ tokens / Σ seconds within each seed (a ratio of sums, not a mean of ratios), mean over seeds."""
+    if tokens not in run or seconds not in run:
+        return math.nan
+    sums = run.groupby("seed")[[tokens, seconds]].sum()
+    sums = sums[sums[seconds] > 0]
+    return float((sums[tokens] / sums[seconds]).mean()) if not sums.empty else math.nan
+
+
+WALLCLOCK_NOTE = (
+    "Phase times are means per RL step over every logged step (per seed, then averaged over seeds): the "
+    "checkpoint phase runs only every N steps, so its median is 0 and medians would not add up to the step "
+    "time. gen tok/s = generated tokens / rollout seconds; train tok/s = trained (loss) tokens / update "
+    "seconds (sums over the run); peak RSS = max over steps and seeds."
+)
+
+
 def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Table, footer: str) -> Table:
-    """Median step time per phase, overhead, throughput, memory, time to the baseline's final Avg."""
+    """Mean step time per phase, overhead, throughput, memory, time to the baseline's final Avg."""
     metrics = res.metrics
     phases = [p for p in PHASES if f"time_{p}" in metrics] + [
         c[5:] for c in sorted(metrics.columns) if c.startswith("time_") and c[5:] not in (*PHASES, "total")
@@ -1018,14 +1237,11 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
         row: dict[str, Any] = {"method": method, "label": _label(method), "seeds": int(run["seed"].nunique())}
         row["steps"] = int(run.groupby("seed")["step"].max().median())
         for phase in [*phases, "total"]:
-            col = f"time_{phase}"
-            row[f"time_{phase}_s"] = (
-                float(run[col].median()) if col in run and run[col].notna().any() else math.nan
-            )
+            row[f"time_{phase}_s"] = _seed_mean(run, f"time_{phase}")
         if {"tokens_generated", "time_rollout"} <= set(run):
-            row["time_gen_tok_per_s"] = float((run["tokens_generated"] / run["time_rollout"]).median())
-        if {"tokens_trained", "time_total"} <= set(run):
-            row["time_train_tok_per_s"] = float((run["tokens_trained"] / run["time_total"]).median())
+            row["time_gen_tok_per_s"] = _throughput(run, "tokens_generated", "time_rollout")
+        if {"tokens_trained", "time_update"} <= set(run):
+            row["time_train_tok_per_s"] = _throughput(run, "tokens_trained", "time_update")
         row["mem_peak_rss_mb"] = float(run["peak_rss_mb"].max()) if "peak_rss_mb" in run else math.nan
         row["target_avg"] = target
         curve = learning.data[learning.data["method"] == method].sort_values("step")
@@ -1046,6 +1262,7 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     base = data[data["method"] == opts.baseline]
     if not base.empty and "time_total_s" in data:
         data["time_overhead_pct"] = 100 * (data["time_total_s"] / float(base["time_total_s"].iloc[0]) - 1)
+        data.loc[data["method"] == opts.baseline, "time_overhead_pct"] = math.nan
     else:
         data["time_overhead_pct"] = math.nan
     order = [
@@ -1066,9 +1283,9 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
         Column(f"overhead vs {_label(opts.baseline)} (%)", "time_overhead_pct", kind="signed", digits=1),
     ]
     if "time_gen_tok_per_s" in data:
-        cols.append(Column("gen tok/s", "time_gen_tok_per_s", digits=0))
+        cols.append(Column("gen tok/s", "time_gen_tok_per_s", digits=0, bold="max"))
     if "time_train_tok_per_s" in data:
-        cols.append(Column("train tok/s", "time_train_tok_per_s", digits=0))
+        cols.append(Column("train tok/s", "time_train_tok_per_s", digits=0, bold="max"))
     if "mem_peak_rss_mb" in data:
         cols.append(Column("peak RSS (MB)", "mem_peak_rss_mb", digits=0))
     cols += [
@@ -1078,11 +1295,11 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
         Column("seeds", "seeds", kind="int"),
     ]
     caption = (
-        f"Wall-clock: median seconds per step by phase, overhead vs {_label(opts.baseline)}, median throughput, "
+        f"Wall-clock: mean seconds per step by phase, overhead vs {_label(opts.baseline)}, throughput, "
         f"peak RSS, and first evaluated step (and mean seconds) at which the seed-mean {AVG} reaches "
         f"{_label(opts.baseline)}'s final {AVG} ({_fmt_float(target, 2) if not math.isnan(target) else '?'}%)"
     )
-    return Table("wallclock", caption, data, tuple(cols), footer)
+    return Table("wallclock", caption, data, tuple(cols), footer, note=WALLCLOCK_NOTE)
 
 
 def failures_table(res: Results, footer: str) -> Table:
@@ -1122,31 +1339,261 @@ def failures_table(res: Results, footer: str) -> Table:
     return Table("failures", caption, data, tuple(cols), footer)
 
 
+def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence[str]) -> Table:
+    """CF-paper code table: base and plus pass@1 (%) per code benchmark (MBPP+, HumanEval+), Δ plus.
+
+    ``plus`` is the summary's ``plus_pass_at_1`` (avg@k when absent: every sample runs the plus tests);
+    ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it).
+    """
+    final = _final_records(res)
+    rows = []
+    for method in sort_methods(set(final)):
+        by_seed = final[method]
+        row: dict[str, Any] = {"method": method, "label": _label(method)}
+        ks: set[int] = set()
+        for bench in benches:
+            recs = [by_seed[s][bench] for s in sorted(by_seed) if bench in by_seed[s]]
+            ks |= {r.k for r in recs}
+            base = [100 * r.extra["base_pass_at_1"] for r in recs if "base_pass_at_1" in r.extra]
+            plus = [100 * r.extra.get("plus_pass_at_1", r.avg_at_k) for r in recs]
+            for part, values in (("base", base), ("plus", plus)):
+                row[f"{bench}_{part}"] = float(np.mean(values)) if values else math.nan
+                row[f"{bench}_{part}_sd"] = _sd(values)
+        row["k"] = "/".join(map(str, sorted(ks)))
+        row["seeds"] = len(by_seed)
+        rows.append(row)
+    data = pd.DataFrame(rows)
+    base_row = data[data["method"] == opts.baseline]
+    for bench in benches:
+        ref = float(base_row[f"{bench}_plus"].iloc[0]) if not base_row.empty else math.nan
+        data[f"{bench}_plus_delta"] = data[f"{bench}_plus"] - ref
+        data.loc[data["method"] == opts.baseline, f"{bench}_plus_delta"] = math.nan
+    order = ["method", "label"]
+    for bench in benches:
+        order += [
+            f"{bench}_base",
+            f"{bench}_base_sd",
+            f"{bench}_plus",
+            f"{bench}_plus_sd",
+            f"{bench}_plus_delta",
+        ]
+    data = data[[*order, "k", "seeds"]].reset_index(drop=True)
+    cols = [Column("Method", "label", kind="str", align="l")]
+    for bench in benches:
+        cols += [
+            Column(f"{bench} base", f"{bench}_base", sd=f"{bench}_base_sd", bold="max"),
+            Column(f"{bench} plus", f"{bench}_plus", sd=f"{bench}_plus_sd", bold="max"),
+            Column(f"{bench} Δ plus", f"{bench}_plus_delta", kind="signed"),
+        ]
+    cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int")]
+    caption = (
+        "Code: pass@1 (%) on the base and the plus (EvalPlus) tests at the final checkpoint, mean ± sd over "
+        f"seeds, Δ plus vs {_label(opts.baseline)}; best per column in bold"
+    )
+    note = "plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported."
+    return Table("code", caption, data, tuple(cols), footer, note=note)
+
+
+def _spread(n: int, cap: int) -> list[int]:
+    """``min(n, cap)`` evenly spaced indices into ``range(n)`` (all of them when ``n <= cap``)."""
+    if n <= cap:
+        return list(range(n))
+    return sorted({int(i) for i in np.linspace(0, n - 1, cap).round()})
+
+
+def _read_samples(path: Path, cap: int) -> tuple[list[dict[str, Any]], int]:
+    """(at most ``cap`` evenly spaced records of a ``.samples.jsonl``, how many it holds)."""
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return [json.loads(lines[i]) for i in _spread(len(lines), cap)], len(lines)
+
+
+def _md_cell(text: Any, limit: int = 80) -> str:
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = "…" + text[-(limit - 1) :]
+    return _md_escape(text).replace("`", "'")
+
+
+def _pick_examples(
+    examples: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """Up to ``AUDIT_EXAMPLES`` distinct examples, alternating the two directions (seeds repeat responses)."""
+    queues: list[list[tuple[str, Mapping[str, Any]]]] = []
+    for key, direction in (("ours_only", "ours ✓ / MV ✗"), ("math_verify_only", "ours ✗ / MV ✓")):
+        seen: set[tuple[str, str, str]] = set()
+        queue = []
+        for e in examples.get(key, []):
+            ident = (str(e["gold"]), str(e["extracted"]), str(e["response_tail"]))
+            if ident not in seen:
+                seen.add(ident)
+                queue.append((direction, e))
+        queues.append(queue)
+    picked: list[tuple[str, Mapping[str, Any]]] = []
+    while len(picked) < AUDIT_EXAMPLES and any(queues):
+        for queue in queues:
+            if queue and len(picked) < AUDIT_EXAMPLES:
+                picked.append(queue.pop(0))
+    return picked
+
+
+def audit_table(res: Results, opts: ReportOptions, footer: str) -> Table | None:
+    """Re-grade the final checkpoint's math samples with Math-Verify (``evaluation.audit.audit``).
+
+    Per method × math benchmark (seeds pooled): how many verdicts flip, in each direction, with up to
+    ``AUDIT_EXAMPLES`` examples in the Markdown. None when there is nothing to audit (no math
+    ``.samples.jsonl``, ``audit_max_samples`` 0, or Math-Verify not installed).
+    """
+    if opts.audit_max_samples <= 0:
+        return None
+    benches = [b for b in order_benchmarks(res.benchmarks, opts.benchmarks) if benchmark_kind(b) == "math"]
+    final = _final_records(res)
+    jobs: list[tuple[str, str, list[tuple[int, Path]]]] = []
+    for method in sort_methods(set(final)):
+        for bench in benches:
+            files = [
+                (seed, recs[bench].path.with_name(f"{bench}.samples.jsonl"))
+                for seed, recs in sorted(final[method].items())
+                if bench in recs
+            ]
+            files = [(seed, f) for seed, f in files if f.is_file()]
+            if files:
+                jobs.append((method, bench, files))
+    if not jobs:
+        return None
+    try:
+        import math_verify  # noqa: F401
+
+        from evaluation.audit import audit
+    except ImportError:
+        log.warning("math_verify is not installed; no checker audit table")
+        return None
+    rows: list[dict[str, Any]] = []
+    examples: list[str] = []
+    grader_versions: set[str] = set()
+    for method, bench, files in jobs:
+        records: list[dict[str, Any]] = []
+        total = 0
+        for _, path in files:
+            picked, n = _read_samples(path, opts.audit_max_samples)
+            records += picked
+            total += n
+        log.info("auditing %d of %d %s samples of %s", len(records), total, bench, method)
+        result = audit(records, dataset=benchmark_rule(bench), max_examples=3 * AUDIT_EXAMPLES)
+        grader_versions.add(str(result["grader_version"]))
+        c, n = result["counts"], int(result["n"])
+        ours = c["both_correct"] + c["ours_only"]
+        stored = sum(bool(r.get("correct")) for r in records)
+        changed = c["ours_only"] + c["math_verify_only"]
+        rows.append(
+            {
+                "method": method,
+                "label": _label(method),
+                "benchmark": bench,
+                "seeds": len(files),
+                "samples": n,
+                "samples_in_files": total,
+                "ours_correct": ours,
+                "math_verify_correct": c["both_correct"] + c["math_verify_only"],
+                "ours_only": c["ours_only"],
+                "math_verify_only": c["math_verify_only"],
+                "changed": changed,
+                "changed_pct": 100 * changed / n if n else math.nan,
+                "delta_pp": float(result["delta_points"]) if n else math.nan,
+                "math_verify_error": c["math_verify_error"],
+                "regrade_vs_stored": ours - stored,
+            }
+        )
+        for direction, e in _pick_examples(result["examples"]):
+            examples.append(
+                f"| {_md_escape(_label(method))} | {_md_escape(bench)} | {direction} | `{_md_cell(e['gold'], 30)}` "
+                f"| `{_md_cell(e['extracted'], 30)}` | {_md_cell(e['response_tail'])} |"
+            )
+    data = pd.DataFrame(rows)
+    cols = (
+        Column("Method", "label", kind="str", align="l"),
+        Column("benchmark", "benchmark", kind="str", align="l"),
+        Column("samples", "samples", kind="int"),
+        Column("ours ✓", "ours_correct", kind="int"),
+        Column("Math-Verify ✓", "math_verify_correct", kind="int"),
+        Column("ours ✓ → MV ✗", "ours_only", kind="int"),
+        Column("ours ✗ → MV ✓", "math_verify_only", kind="int"),
+        Column("changed (%)", "changed", kind="count_pct", pct="changed_pct"),
+        Column("Δ acc (pp, ours − MV)", "delta_pp", kind="signed"),
+        Column("MV errors", "math_verify_error", kind="int"),
+    )
+    caption = (
+        f"Checker audit: verdicts of our checker ({', '.join(sorted(grader_versions))}) vs Math-Verify on the "
+        "final checkpoint's math samples (seeds pooled)"
+    )
+    note = (
+        f"At most {opts.audit_max_samples} evenly spaced samples per .samples.jsonl file are re-graded "
+        "(Math-Verify is slow); 'samples_in_files' in the CSV has the full count. Both checkers re-grade the "
+        "same responses; 'regrade_vs_stored' (CSV) is our re-grade's accepted count minus the stored verdicts' "
+        "(non-zero means the checker changed since evaluation)."
+    )
+    appendix = ""
+    if examples:
+        appendix = "\n".join(
+            [
+                f"#### Examples of changed verdicts (up to {AUDIT_EXAMPLES} per method and benchmark)",
+                "",
+                "| Method | benchmark | verdicts | gold | extracted | response tail |",
+                "|:---|:---|:---|:---|:---|:---|",
+                *examples,
+            ]
+        )
+    return Table("audit", caption, data, cols, footer, note=note, appendix_md=appendix)
+
+
 def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
-    """All tables, keyed by name, in ``TABLE_NAMES`` order."""
-    footer = footer_text(provenance(res))
-    main = main_table(res, opts, footer)
+    """All tables, keyed by name: ``TABLE_NAMES`` always, then those of ``OPTIONAL_TABLES`` that apply."""
+    prov = provenance(res)
+    footer = footer_text(prov)
+    groups = benchmark_groups(order_benchmarks(res.benchmarks, opts.benchmarks))
+    main = main_table(res, opts, footer_text(prov, groups["main"]))
     learning = learning_table(res, opts, footer)
-    return {
+    tables = {
         "main": main,
         "significance": significance_table(res, opts, footer),
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
         "failures": failures_table(res, footer),
     }
+    if "code" in groups:
+        tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"])
+    for name in ("ood", "gsm8k"):
+        if name in groups:
+            benches = groups[name]
+            tables[name] = accuracy_table(
+                res, opts, footer_text(prov, benches), name, benches, with_avg=len(benches) > 1
+            )
+    math_sets = [b for b in res.benchmarks if benchmark_kind(b) == "math"]
+    audit = audit_table(res, opts, footer_text(prov, math_sets))
+    if audit is not None:
+        tables["audit"] = audit
+    return tables
 
 
 def write_report(
     results: Path, out: Path, opts: ReportOptions, *, plots_dir: Path | None = None
 ) -> list[Path]:
-    """Load ``results``, write every table (and ``provenance.json``) to ``out``; plots when asked."""
+    """Load ``results``, write every table (and ``provenance.json``) to ``out``; plots when asked.
+
+    Optional tables that no longer apply (e.g. ``code.md`` after code benchmarks were dropped) are
+    removed so that the directory matches the results.
+    """
     res = load_results(results)
     log.info("report options: %s", opts)
     paths: list[Path] = []
-    for table in build_tables(res, opts).values():
+    tables = build_tables(res, opts)
+    for table in tables.values():
         paths += write_table(table, out, opts.formats)
+    for name in OPTIONAL_TABLES:
+        if name not in tables:
+            for fmt in FORMATS:
+                (out / f"{name}.{fmt}").unlink(missing_ok=True)
     prov_path = out / "provenance.json"
-    prov = {"options": {k: v for k, v in vars(opts).items()}, **provenance(res)}
+    prov = {"options": {k: v for k, v in vars(opts).items()}, "tables": list(tables), **provenance(res)}
     atomic_write_text(prov_path, json.dumps(prov, indent=2, sort_keys=True, default=str) + "\n")
     paths.append(prov_path)
     if plots_dir is not None:
@@ -1179,7 +1626,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=ReportOptions.alpha)
     parser.add_argument("--benchmarks", default="", help="comma list: benchmark column order (others follow)")
     parser.add_argument("--no-ci", action="store_true", help="hide CIs in the Markdown/LaTeX main table")
-    parser.add_argument("--formats", default=",".join(FORMATS), help="comma list of md,tex,csv")
+    parser.add_argument("--formats", default=",".join(FORMATS), help="comma list of md,tex,csv,html")
+    parser.add_argument("--audit-max-samples", type=int, default=AUDIT_MAX_SAMPLES,
+                        help="checker audit: samples re-graded per .samples.jsonl (0: no audit table)")  # fmt: skip
     parser.add_argument("--plots", action="store_true", help="also write figures (see --figures)")
     parser.add_argument("--figures", type=Path, default=None, help="figure directory (default OUT/figures)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -1197,6 +1646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         show_ci=not args.no_ci,
         benchmarks=tuple(b for b in args.benchmarks.split(",") if b),
         formats=tuple(f for f in args.formats.split(",") if f),
+        audit_max_samples=args.audit_max_samples,
     )
     out = args.out or args.results / "tables"
     figures = (args.figures or args.results / "figures") if args.plots else None

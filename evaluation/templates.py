@@ -9,9 +9,10 @@ r"""Prompt templates per model family; every result should record the template n
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from evaluation.benchmarks import LETTERS, Problem
 

@@ -12,7 +12,7 @@ scaffolding is certain: the regime RLVR works in on real models (sharpening what
 knows), reached here in minutes instead of GPU-days. Rewards and evaluation always use the true answer.
 
     Question: Sam has 7 pens. Sam gets 5 more and then gives away 3. How many pens does Sam have?
-    Answer: Let's think step by step. Sam has 7 pens. 7 + 5 = 12. 12 - 3 = 9. \\boxed{9}
+    Answer: Let's think step by step. 7 + 5 = 12. 12 - 3 = 9. \\boxed{9}
 
 Deterministic: everything is drawn from ``random.Random(seed)``; train and held-out problems are
 disjoint by (operands, operations). ``python -m training.data`` writes JSONL + a manifest with sha256.
@@ -70,7 +70,7 @@ def make_problem(rng: random.Random, cfg: TaskConfig, idx: int) -> tuple[tuple, 
         value, written = result, shown
     action = " and then ".join(clauses)
     question = f"{name} has {key[0]} {obj}. {name} {action}. How many {obj} does {name} have?"
-    solution = f" {SCAFFOLD} {name} has {key[0]} {obj}. " + " ".join(spans) + f" \\boxed{{{written}}}"
+    solution = f" {SCAFFOLD} " + " ".join(spans) + f" \\boxed{{{written}}}"
     problem = Problem(
         id=f"syn-{idx:05d}",
         question=question,

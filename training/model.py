@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from training.config import ModelConfig, load_config
@@ -26,8 +26,11 @@ SPECIAL_TOKENS = [EOS, "<|im_start|>", "<|im_end|>"]
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE over ``texts``; eos = pad = ``<|endoftext|>``; left padding for generation."""
     tok = Tokenizer(models.BPE())
+    # Byte-level split first (" 20" stays one chunk "Ġ20"), then one digit per token, the leading
+    # space kept with the first digit ("Ġ2", "0"): digit-level arithmetic without a token per space.
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        [pre_tokenizers.ByteLevel(add_prefix_space=False),
+         pre_tokenizers.Split(Regex("\u0120?[0-9]"), behavior="isolated")]
     )
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)

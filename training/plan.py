@@ -410,12 +410,11 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
             problems.append(f"{method}: trainer needs {mem.total:.1f} GB per GPU ({parts}) > scale.gpu_mem_gb "
                             f"{mem_gb:g}; try deepspeed zero3/fsdp, gradient_checkpointing, a smaller "
                             f"per_device_batch, LoRA, or vllm mode server")
-    if vfit is not None:
-        if vfit.concurrent_seqs < 1:
-            problems.append(f"vLLM: {vfit.reserved_gb:.1f} GB reserved (gpu_memory_utilization "
-                            f"{scale.vllm.gpu_memory_utilization}) < weights {vfit.weights_gb:.1f} + overhead "
-                            f"{a.vllm_overhead_gb} + KV of one {max_prompt + rl.max_new_tokens}-token sequence "
-                            f"{vfit.kv_gb_per_seq:.2f} GB; raise gpu_memory_utilization or tensor_parallel_size")
+    if vfit is not None and vfit.concurrent_seqs < 1:
+        problems.append(f"vLLM: {vfit.reserved_gb:.1f} GB reserved (gpu_memory_utilization "
+                        f"{scale.vllm.gpu_memory_utilization}) < weights {vfit.weights_gb:.1f} + overhead "
+                        f"{a.vllm_overhead_gb} + KV of one {max_prompt + rl.max_new_tokens}-token sequence "
+                        f"{vfit.kv_gb_per_seq:.2f} GB; raise gpu_memory_utilization or tensor_parallel_size")
     if cfg.backend == "trl" and scale.deepspeed is None and not scale.fsdp and world > 1:
         notes.append("plain DDP: every GPU holds full weights, gradients and optimizer states")
     limit_h = parse_time_limit(scale.time_limit)
@@ -505,10 +504,10 @@ def render(plan: Plan, a: Assumptions) -> str:
         f"plan for {plan.experiment}: {plan.model} ({plan.params_b:.2f}B params, {plan.trainable_params_b:.4g}B trainable)",
         f"  GPUs: {plan.train_gpus} training + {plan.vllm_gpus} vLLM server, {plan.gpu_type} {plan.gpu_mem_gb:g} GB",
         f"  snakemake jobs: {plan.snakemake_jobs}   RL runs: {plan.rl_runs}   rollouts: {_fmt(plan.rollouts)}",
-        f"  tokens: generated {_fmt(plan.generated_tokens)}, trained {_fmt(plan.trained_tokens)}; "
-        f"evaluation {_fmt(plan.eval_generations)} generations, {_fmt(plan.eval_tokens)} tokens",
-        "  per method (one run):   rollout s/step  update s/step  GPU-h/run   peak GB/GPU "
-        "(weights grads optim ref act logits overhead vllm[slept])",
+        (f"  tokens: generated {_fmt(plan.generated_tokens)}, trained {_fmt(plan.trained_tokens)}; "
+         f"evaluation {_fmt(plan.eval_generations)} generations, {_fmt(plan.eval_tokens)} tokens"),
+        ("  per method (one run):   rollout s/step  update s/step  GPU-h/run   peak GB/GPU "
+         "(weights grads optim ref act logits overhead vllm[slept])"),
     ]
     for m in plan.methods:
         mem = m.memory
@@ -520,8 +519,9 @@ def render(plan: Plan, a: Assumptions) -> str:
         v = plan.vllm
         lines.append(f"  vLLM per engine: weights {v.weights_gb:.1f} GB, KV {v.kv_gb_per_seq:.2f} GB per full sequence, "
                      f"reserved {v.reserved_gb:.1f} GB -> {v.concurrent_seqs} sequences at once")
-    lines.append(f"  GPU-hours: RL {plan.rl_gpu_hours:,.0f} + evaluation {plan.eval_gpu_hours:,.0f} = "
-                 f"{plan.rl_gpu_hours + plan.eval_gpu_hours:,.0f}")
+    job_h = max((m.gpu_hours_per_run for m in plan.methods), default=0.0) / max(1, plan.train_gpus + plan.vllm_gpus)
+    lines.append(f"  GPU-hours: RL {plan.rl_gpu_hours:,.1f} + evaluation {plan.eval_gpu_hours:,.1f} = "
+                 f"{plan.rl_gpu_hours + plan.eval_gpu_hours:,.1f}; longest rl job ~{job_h:,.1f} h wall-clock")
     lines.append(f"  ASSUMPTIONS: MFU {a.mfu}, vLLM {a.gen_tps_b:,.0f}/params_B tok/s per {REFERENCE_GPU} (HF generate "
                  f"{a.hf_generate_slowdown:g}x slower), mean completion {a.response_frac} x max_new_tokens, prompt "
                  f"{a.prompt_tokens} tokens, overhead {a.overhead_gb} GB (training.plan docstring)")

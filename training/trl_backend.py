@@ -39,8 +39,10 @@ Differences from the native loop (documented, none changes a loss on identical i
 Checkpoints: ``run_dir/checkpoints/step{N}`` are full HF folders (LoRA adapters merged into the
 base) every ``checkpoint_every`` rollout steps and at the end; the resume state is TRL's own
 ``run_dir/trl/checkpoint-*`` and a killed job resumes from it. ``metrics.jsonl`` has the native
-keys. Launch: ``python -m training.plan`` prints nothing to launch; the rule uses
-:func:`training.plan.launch_prefix` (``accelerate launch`` for more than one GPU).
+keys (plus ``backend``, ``global_step`` and, on GPUs, ``peak_gpu_mb``). Launch: ``python -m
+training.rl`` for one process; the rule prefixes :func:`training.plan.launch_prefix`
+(``accelerate launch --num_processes N``) for more GPUs; check the recipe first with
+``python -m training.plan``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ import json
 import resource
 import shutil
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -97,7 +98,7 @@ def preset_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tens
                             max_len=max_len)
 
 
-def trl_normalisers(aggregation: str, *, batch_rows: int, num_items_in_batch: float, num_processes: int,
+def trl_normalisers(*, batch_rows: int, num_items_in_batch: float, num_processes: int,
                     grad_accum: int, steps_per_generation: int) -> tuple[float, float]:
     """(num_tokens, num_seqs) that make ``losses.aggregate`` equal TRL's dapo / grpo / dr_grpo scaling.
 
@@ -119,15 +120,20 @@ class RewardLog:
     correct: list[float] = field(default_factory=list)
     reward: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
+    truncated: list[int] = field(default_factory=list)
     seconds: float = 0.0
 
     def reset(self) -> None:
-        self.correct, self.reward, self.lengths, self.seconds = [], [], [], 0.0
+        self.correct, self.reward, self.lengths, self.truncated, self.seconds = [], [], [], [], 0.0
 
 
 def make_reward_funcs(preset: Preset, *, max_new_tokens: int, timeout_s: float, log: RewardLog,
+                      stop_ids: frozenset[int] = frozenset(),
                       reward_fn: Callable[..., float] | None = None) -> list[Callable[..., list[float]]]:
-    """TRL reward functions: correctness (the native checker) and, if the preset shapes, DAPO's overlong penalty."""
+    """TRL reward functions: correctness (the native checker) and, if the preset shapes, DAPO's overlong penalty.
+
+    ``stop_ids`` (eos, pad): a completion not ending in one is truncated (TRL's test).
+    """
     if reward_fn is None:
         from training.rl import verifiable_reward as reward_fn
 
@@ -137,6 +143,7 @@ def make_reward_funcs(preset: Preset, *, max_new_tokens: int, timeout_s: float, 
         log.correct.extend(out)
         log.reward.extend(out)
         log.lengths.extend(len(ids) for ids in completion_ids)
+        log.truncated.extend(int(not ids or ids[-1] not in stop_ids) for ids in completion_ids)
         log.seconds += time.perf_counter() - t0
         return out
 
@@ -356,15 +363,16 @@ def _make_trainer_class():
             valid = loss_mask > 0
             gathered = self.accelerator.gather(torch.tensor(
                 [sum(self.reward_log.reward), sum(self.reward_log.correct), float(len(self.reward_log.correct)),
-                 float(sum(self.reward_log.lengths)),
+                 float(sum(self.reward_log.lengths)), float(sum(self.reward_log.truncated)),
                  float(loss_mask.sum()), float((cap["entropy"] * completion_mask).sum()), float(completion_mask.sum()),
                  float(w.sum()), float((w[valid] ** 2).sum()) if valid.any() else 0.0],
-                device=self.accelerator.device, dtype=torch.float64)).view(-1, 9).sum(0).tolist()
-            r_sum, c_sum, n, gen_tok, train_tok, ent_sum, tok, w_sum, w_sq = gathered
+                device=self.accelerator.device, dtype=torch.float64)).view(-1, 10).sum(0).tolist()
+            r_sum, c_sum, n, gen_tok, n_trunc, train_tok, ent_sum, tok, w_sum, w_sq = gathered
             w_mean = w_sum / max(train_tok, 1.0)
             self.batch_stats = {
                 "reward_mean": r_sum / max(n, 1.0), "accuracy": c_sum / max(n, 1.0),
                 "tokens_generated": int(gen_tok), "tokens_trained": int(train_tok),
+                "response_length": gen_tok / max(n, 1.0), "truncated_frac": n_trunc / max(n, 1.0),
                 "entropy": ent_sum / max(tok, 1.0), "weight_mean": w_mean,
                 "weight_std": max(w_sq / max(train_tok, 1.0) - w_mean ** 2, 0.0) ** 0.5,
             }
@@ -387,7 +395,7 @@ def _make_trainer_class():
             mask = completion_mask.to(logp.dtype)
             train = self.model.training
             num_tokens, num_seqs = trl_normalisers(
-                self.preset.aggregation, batch_rows=completion_ids.size(0),
+                batch_rows=completion_ids.size(0),
                 num_items_in_batch=float(inputs["num_items_in_batch"]), num_processes=self.accelerator.num_processes,
                 grad_accum=self.current_gradient_accumulation_steps if train else 1,
                 steps_per_generation=self.args.steps_per_generation if train else 1)
@@ -477,11 +485,21 @@ def export_hf_checkpoint(trainer, out: Path, *, base_model: str) -> None:
 
 # ------------------------------------------------------------------------------------- entry point
 
-def load_train_dataset(train_path: str):
-    """The DAG's training JSONL (id, prompt, answer) as a ``datasets.Dataset`` (prompt, answer)."""
+def load_train_dataset(train_path: str, *, tokenizer=None, max_prompt_tokens: int | None = None):
+    """The DAG's training JSONL (id, prompt, answer) as a ``datasets.Dataset`` (prompt, answer).
+
+    With ``max_prompt_tokens`` longer prompts are dropped, as verl's ``data.filter_overlong_prompts``
+    (TRL 1.16 has no prompt truncation).
+    """
     from datasets import Dataset
 
     rows = read_jsonl(train_path)
+    if max_prompt_tokens is not None:
+        lengths = [len(ids) for ids in tokenizer([r["prompt"] for r in rows], add_special_tokens=False)["input_ids"]]
+        kept = [r for r, n in zip(rows, lengths) if n <= max_prompt_tokens]
+        if len(kept) < len(rows):
+            print(f"dropped {len(rows) - len(kept)} of {len(rows)} prompts longer than {max_prompt_tokens} tokens")
+        rows = kept
     return Dataset.from_list([{"prompt": r["prompt"], "answer": str(r["answer"])} for r in rows])
 
 
@@ -504,8 +522,10 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
     trainer = trainer_cls(
         model=model, args=GRPOConfig(**grpo_args(cfg, preset, seed=seed, output_dir=str(run / "trl"))),
         reward_funcs=make_reward_funcs(preset, max_new_tokens=cfg.rl.max_new_tokens,
-                                       timeout_s=cfg.eval.grader_timeout_s, log=log, reward_fn=reward_fn),
-        train_dataset=load_train_dataset(train_path), processing_class=tokenizer, peft_config=peft_config(cfg.scale),
+                                       timeout_s=cfg.eval.grader_timeout_s, log=log, reward_fn=reward_fn,
+                                       stop_ids=frozenset({tokenizer.eos_token_id, tokenizer.pad_token_id})),
+        train_dataset=load_train_dataset(train_path, tokenizer=tokenizer, max_prompt_tokens=cfg.scale.max_prompt_tokens),
+        processing_class=tokenizer, peft_config=peft_config(cfg.scale),
         callbacks=[callback], preset=preset, reward_log=log, credit_seed=seed,
         offload_hidden=preset.needs_hidden and cfg.scale.gpus_per_node > 0,
     )

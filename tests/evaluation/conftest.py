@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BENCHES = {"bench_a": 30, "bench_b": 33}  # name -> problems
+BENCHES = {"bench_a": 30, "bench_b": 33}  # name -> problems (unregistered names: kind "math")
+# registered benchmarks of the other kinds, written with ``kinds=True``; accuracy = bench_a's fraction
+EXTRA_BENCHES = {"gsm8k": 20, "mbpp_plus": 10, "humaneval_plus": 8, "arc_challenge": 12}
 K = 4
 SEEDS = (0, 1)
 STEPS = (0, 10, 20)
@@ -44,14 +46,19 @@ def _write(path: Path, obj: object) -> None:
     path.write_text(json.dumps(obj, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def make_results(root: Path, *, identical: bool = False) -> Path:
-    """Write OUT = root; with ``identical`` delta's evaluations are copies of dapo's (same samples)."""
+def make_results(root: Path, *, identical: bool = False, kinds: bool = False) -> Path:
+    """Write OUT = root; with ``identical`` delta's evaluations are copies of dapo's (same samples).
+
+    ``kinds`` adds GSM8K, MBPP+ (with base/plus pass@1), HumanEval+ (without) and ARC-Challenge.
+    """
     methods = ("sft", "dapo", "delta")
+    benches = {**BENCHES, **(EXTRA_BENCHES if kinds else {})}
     for (method, seed, step), counts in sorted(CORRECT.items()):
         source = "dapo" if identical and method == "delta" else method
         counts = CORRECT[(source, seed, step)]
-        for b_index, (bench, problems) in enumerate(BENCHES.items()):
-            n_correct = counts[bench]
+        for b_index, (bench, problems) in enumerate(benches.items()):
+            fraction = counts["bench_a"] / (BENCHES["bench_a"] * K)
+            n_correct = counts[bench] if bench in counts else round(fraction * problems * K)
             matrix = correct_matrix(
                 problems, n_correct, (methods.index(source) if step else 0, seed, step, b_index)
             )
@@ -72,6 +79,9 @@ def make_results(root: Path, *, identical: bool = False) -> Path:
                 "sampling": {"n": K, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256, "seed": seed},
                 "manifest_id": f"m-{method}-{seed}",
             }  # fmt: skip
+            if bench == "mbpp_plus":
+                summary["base_pass_at_1"] = min(1.0, summary["avg_at_k"] + 0.05)
+                summary["plus_pass_at_1"] = summary["avg_at_k"]
             _write(root / "eval" / method / f"seed{seed}" / f"step{step}" / f"{bench}.summary.json", summary)
     for method in ("dapo", "delta"):
         for seed in SEEDS:
@@ -107,14 +117,46 @@ def make_results(root: Path, *, identical: bool = False) -> Path:
                 (run / "token_weights.jsonl").write_text(
                     "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
                 )
+            if method == "dapo" and seed == 0:  # uniform credit: no heat-map
+                row = {"step": 20, "tokens": ["4"], "weights": [1.0], "advantage": 1.0, "correct": True}
+                (run / "token_weights.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     return root
+
+
+# (response, gold, our verdict, Math-Verify's verdict): 4 both accept, 3 both reject, 2 only ours, 1 only MV
+AUDIT_CASES = (
+    ("The answer is \\boxed{4}.", "4", True, True),
+    ("\\boxed{5}", "4", False, False),
+    ("\\boxed{\\frac{1}{2}}", "0.5", True, True),
+    ("\\boxed{four}", "4", True, False),
+    ("\\boxed{1e3}", "1000", True, False),
+    ("so x = 4", "4", False, True),
+    ("\\boxed{2^{10}}", "1024", True, True),
+    ("\\boxed{0.333}", "\\frac13", False, False),
+    ("\\boxed{(1,2)}", "(1,2)", True, True),
+    ("\\boxed{4}\\boxed{5}", "4", False, False),
+)
+
+
+def write_samples(root: Path, method: str, seed: int, step: int, bench: str) -> Path:
+    """The 10 ``AUDIT_CASES`` as ``{bench}.samples.jsonl`` next to that summary (the evaluator's format)."""
+    path = root / "eval" / method / f"seed{seed}" / f"step{step}" / f"{bench}.samples.jsonl"
+    lines = []
+    for i, (response, gold, ours, _) in enumerate(AUDIT_CASES):
+        lines.append(json.dumps({
+            "benchmark": bench, "problem_id": f"{bench}-{i:03d}", "sample": 0, "prompt": "Q?", "response": response,
+            "answer": gold, "extracted": None, "correct": ours, "reason": "correct" if ours else "wrong",
+            "tokens": 5, "finish_reason": "stop", "latency_s": 0.1,
+        }, sort_keys=True))  # fmt: skip
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 @pytest.fixture
 def fake_results(tmp_path: Path) -> Callable[..., Path]:
     """Factory: ``fake_results(name="out", identical=False)`` writes a results tree under tmp_path."""
 
-    def factory(name: str = "out", identical: bool = False) -> Path:
-        return make_results(tmp_path / name, identical=identical)
+    def factory(name: str = "out", identical: bool = False, kinds: bool = False) -> Path:
+        return make_results(tmp_path / name, identical=identical, kinds=kinds)
 
     return factory

@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from evaluation import benchmarks as B
-from evaluation.benchmarks import (BENCHMARKS, DEFAULT_DATA_DIR, BenchmarkError, BenchmarkIntegrityError,
-                                   Problem, load_benchmark, resolve_gpqa_dir)
+from evaluation.benchmarks import (
+    BENCHMARKS,
+    DEFAULT_DATA_DIR,
+    BenchmarkError,
+    BenchmarkIntegrityError,
+    Problem,
+    load_benchmark,
+    resolve_gpqa_dir,
+)
 from evaluation.templates import BOXED_INSTRUCTION, FEWSHOT_MATH, TEMPLATES, render
 
 LOCAL = [n for n, b in BENCHMARKS.items() if not b.external and not b.generated]

@@ -22,8 +22,8 @@ import pytest
 
 pytest.importorskip("evalplus")
 
-from evaluation.benchmarks import DEFAULT_DATA_DIR, BenchmarkIntegrityError  # noqa: E402
-from evaluation.code_eval import CodeEvalResult, SandboxConfig, evaluate_mbpp_plus  # noqa: E402
+from evaluation.benchmarks import DEFAULT_DATA_DIR, BenchmarkIntegrityError
+from evaluation.code_eval import CodeEvalResult, SandboxConfig, evaluate_mbpp_plus
 
 DATASET = DEFAULT_DATA_DIR / "mbpp_plus" / "MbppPlus.jsonl.gz"
 TASK = "Mbpp/455"  # check_monthnumb_number(monthnum2): 3 base inputs, 13 plus inputs
@@ -201,7 +201,7 @@ def test_host_unharmed(hostile_run, host: dict) -> None:
         pytest.skip(f"needs namespace + uid isolation; got {res.isolation}")
     assert host["canary"].read_text() == "keep me\n"
     assert host["hits"] == []  # no connection reached the host's listener
-    out = subprocess.run(["ps", "-eo", "user=,args="], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-eo", "user=,args="], capture_output=True, text=True, check=False).stdout
     assert "check_monthnumb" not in out and "evaluation.code_eval _worker" not in out
 
 

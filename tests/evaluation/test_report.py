@@ -15,6 +15,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _tables(fake_results: Callable[..., Path], *args: str, name: str = "out", **kwargs: bool) -> Path:
+    """Write a fixture tree named ``name`` (``kwargs``: identical, kinds) and its tables; the tables dir."""
     out = fake_results(name, **kwargs)
     assert report.main(["--results", str(out), "--n-boot", "500", "--n-perm", "500", *args]) == 0
     return out / "tables"
@@ -68,6 +69,9 @@ def test_footer_on_every_table(fake_results: Callable[..., Path]) -> None:
         assert "data sha256: bench_a 111111111111; bench_b 222222222222" in md
         assert "manifest m-dapo-0, m-dapo-1" in md and "commit 0123456789ab" in md
         assert r"grader math-v3" in (tables / f"{name}.tex").read_text()
+        assert (
+            "data sha256: bench_a 111111111111; bench_b 222222222222" in (tables / f"{name}.html").read_text()
+        )
 
 
 def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
@@ -78,7 +82,10 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
     names = sorted(
         p.relative_to(first) for p in first.rglob("*") if p.is_file() and p.parts[-2] in ("tables", "figures")
     )
-    assert len(names) >= 16 + 10
+    figures = sorted(p.name for p in (first / "figures").iterdir())
+    stems = ["accuracy_vs_step", "accuracy_vs_wallclock", "heatmap_delta", "step_time_phases"]
+    assert figures == sorted(f"{s}.{ext}" for s in stems for ext in ("pdf", "png"))
+    assert len(names) == 5 * 4 + 1 + 8  # md/tex/csv/html; no code/ood/gsm8k/audit without such benchmarks
     for rel in names:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
     tables = first / "tables"
@@ -95,6 +102,14 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
     )
     assert "\n| DAPO | 47.50 ± 3.54 [" in (tables / "main.md").read_text()
     assert not list(tables.glob(".*.tmp"))  # atomic writes leave no temporaries
+    page = (tables / "main.html").read_text()  # the snakemake --report view of the table
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</body></html>\n")
+    assert (
+        "<td class=l>DelTA</td><td class=r><b>77.50</b> ± 3.54 [" in page
+        and "<th class=l>Method</th>" in page
+    )
+    wall = (tables / "wallclock.html").read_text()
+    assert '<p class="note">Phase times are means' in wall and "<td class=r>–</td>" in wall
 
 
 def test_paired_test_identical_and_better() -> None:
@@ -137,8 +152,22 @@ def test_learning_wallclock_failures(fake_results: Callable[..., Path]) -> None:
 
     wall = _csv(tables, "wallclock")
     # per step: rollout 2.0 (+0.25 on seed 1) + reward 0.1 + old_logp 0.5 + update 1.0 (+ credit 0.5 delta)
-    assert wall.loc["dapo", "time_total_s"] == "3.8500" and wall.loc["delta", "time_total_s"] == "4.3500"
-    assert wall.loc["delta", "time_overhead_pct"] == f"{100 * (4.35 / 3.85 - 1):.4f}"
+    # + checkpoint 0.25 at steps 10 and 20 only: its median is 0, its mean 0.025 -> means 3.75 / 4.25
+    assert (
+        wall.loc["dapo", "time_checkpoint_s"] == "0.0250" and wall.loc["dapo", "time_rollout_s"] == "2.1250"
+    )
+    assert wall.loc["dapo", "time_total_s"] == "3.7500" and wall.loc["delta", "time_total_s"] == "4.2500"
+    assert wall.loc["delta", "time_overhead_pct"] == f"{100 * (4.25 / 3.75 - 1):.4f}"
+    assert wall.loc["dapo", "time_overhead_pct"] == ""  # the baseline has no overhead vs itself
+    # 1000 generated tokens / rollout s (20·1000 / 40 s and / 45 s), 900 trained tokens / 1.0 s update
+    assert wall.loc["dapo", "time_gen_tok_per_s"] == f"{(500 + 20_000 / 45) / 2:.4f}"
+    assert wall.loc["delta", "time_train_tok_per_s"] == "900.0000"
+    wall_md = (tables / "wallclock.md").read_text()
+    assert "Phase times are means per RL step" in wall_md and "its median is 0" in wall_md
+    assert (
+        "| DAPO | 2.125 | 0.100 | 0.500 | 0.000 | 1.000 | 0.025 | **3.750** | – | **472** | **900** | 1020 |"
+        in wall_md
+    )
     assert wall.loc["delta", "steps_to_target"] == "10"  # 53.77 at step 10 ≥ DAPO's final 50.00
     assert wall.loc["dapo", "steps_to_target"] == "20"
     assert wall.loc["delta", "mem_peak_rss_mb"] == "1120.0000"
@@ -174,3 +203,117 @@ def test_benchmark_column_order(fake_results: Callable[..., Path]) -> None:
     tables = _tables(fake_results, "--benchmarks", "bench_b,bench_a")
     assert "| Method | bench_b | bench_a | Avg |" in (tables / "main.md").read_text()
     assert report.order_benchmarks(["a", "b", "c"], ["c", "x"]) == ["c", "a", "b"]
+
+
+CODE_CSV = """\
+method,label,humaneval_plus_base,humaneval_plus_base_sd,humaneval_plus_plus,humaneval_plus_plus_sd,\
+humaneval_plus_plus_delta,mbpp_plus_base,mbpp_plus_base_sd,mbpp_plus_plus,mbpp_plus_plus_sd,mbpp_plus_plus_delta,k,seeds
+sft,SFT (start),,,28.1250,4.4194,-18.7500,32.5000,3.5355,27.5000,3.5355,-20.0000,4,2
+dapo,DAPO,,,46.8750,4.4194,,52.5000,3.5355,47.5000,3.5355,,4,2
+delta,DelTA,,,78.1250,4.4194,31.2500,82.5000,3.5355,77.5000,3.5355,30.0000,4,2
+"""
+
+
+def test_tables_split_by_kind(fake_results: Callable[..., Path]) -> None:
+    stale = fake_results("plain") / "tables" / "code.md"
+    stale.parent.mkdir()
+    stale.write_text("stale")
+    _tables(fake_results, name="plain")
+    assert not stale.exists()  # a table that no longer applies is removed
+
+    tables = _tables(fake_results, name="kinds", kinds=True)
+    assert {p.stem for p in tables.glob("*.md")} == {*report.TABLE_NAMES, "code", "ood", "gsm8k"}
+    # main keeps the math sets only: the same cells as without the other kinds, and its footer names only them
+    main = _csv(tables, "main")
+    assert main.loc["delta", "Avg"] == "76.7857" and "gsm8k" not in main.columns
+    assert (
+        "problems (samples) per checkpoint: bench_a=30 (120), bench_b=33 (132) · grader"
+        in (tables / "main.md").read_text()
+    )
+    # MBPP+ reports base and plus; HumanEval+ reports neither, so plus = avg@k and base is missing
+    assert (tables / "code.csv").read_text() == CODE_CSV
+    code_md = (tables / "code.md").read_text()
+    assert (
+        "| DelTA | – | **78.12** ± 4.42 | +31.25 | **82.50** ± 3.54 | **77.50** ± 3.54 | +30.00 | 4 | 2 |"
+        in code_md
+    )
+    assert "humaneval_plus=8 (32), mbpp_plus=10 (40) · grader" in code_md
+    ood = _csv(tables, "ood")
+    assert list(ood.columns[:2]) == ["label", "arc_challenge"] and "Avg" not in ood.columns
+    assert ood.loc["delta", "arc_challenge"] == f"{100 * 37 / 48:.4f}"  # round(0.8·48)=38, round(0.75·48)=36
+    gsm = _csv(tables, "gsm8k")
+    assert gsm.loc["delta", "gsm8k"] == "77.5000" and gsm.loc["delta", "gsm8k_delta"] == "30.0000"
+    sig = pd.read_csv(tables / "significance.csv")
+    assert set(sig["scope"]) == {
+        "Avg",
+        "arc_challenge",
+        "bench_a",
+        "bench_b",
+        "gsm8k",
+        "humaneval_plus",
+        "mbpp_plus",
+    }
+    avg = sig[(sig["method"] == "delta") & (sig["scope"] == "Avg")].iloc[0]
+    assert avg["problems"] == 63  # Avg pools the main table's benchmarks only
+    assert report.benchmark_groups(["gsm8k"]) == {"main": ["gsm8k"], "gsm8k": ["gsm8k"]}
+
+
+AUDIT_CSV = """\
+method,label,benchmark,seeds,samples,samples_in_files,ours_correct,math_verify_correct,ours_only,\
+math_verify_only,changed,changed_pct,delta_pp,math_verify_error,regrade_vs_stored
+dapo,DAPO,bench_a,1,10,10,6,5,2,1,3,30.0000,10.0000,0,0
+"""
+
+
+def test_checker_audit_table(fake_results: Callable[..., Path]) -> None:
+    pytest.importorskip("math_verify")
+    from conftest import write_samples
+
+    out = fake_results()
+    write_samples(out, "dapo", 0, 20, "bench_a")  # final step; non-final steps are not audited
+    write_samples(out, "dapo", 0, 10, "bench_b")
+    tables = _tables_at(out)
+    assert (tables / "audit.csv").read_text() == AUDIT_CSV
+    md = (tables / "audit.md").read_text()
+    assert "| DAPO | bench_a | 10 | 6 | 5 | 2 | 1 | 3 (30.0%) | +10.00 | 0 |" in md
+    assert "At most 2000 evenly spaced samples per .samples.jsonl" in md
+    examples = [line for line in md.splitlines() if line.startswith("| DAPO | bench_a | ours")]
+    assert examples == [
+        "| DAPO | bench_a | ours ✓ / MV ✗ | `4` | `four` | \\boxed{four} |",
+        "| DAPO | bench_a | ours ✗ / MV ✓ | `4` | `None` | so x = 4 |",
+        "| DAPO | bench_a | ours ✓ / MV ✗ | `1000` | `1e3` | \\boxed{1e3} |",
+    ]
+    assert "\\begin{tabular}" in (tables / "audit.tex").read_text()
+    assert (
+        "<td class=l><code>1e3</code></td><td class=l>\\boxed{1e3}</td>"
+        in (tables / "audit.html").read_text()
+    )
+
+    res = report.load_results(out)
+    capped = report.audit_table(res, report.ReportOptions(audit_max_samples=4), "footer")
+    assert capped is not None
+    row = capped.data.iloc[0]
+    # evenly spaced records 0, 3, 6, 9: both accept, only ours, both accept, both reject
+    assert (row["samples"], row["samples_in_files"], row["ours_only"], row["changed"]) == (4, 10, 1, 1)
+    assert report.audit_table(res, report.ReportOptions(audit_max_samples=0), "footer") is None
+    assert report._spread(10, 4) == [0, 3, 6, 9] and report._spread(3, 4) == [0, 1, 2]
+
+
+def _tables_at(out: Path, *args: str) -> Path:
+    assert report.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200", *args]) == 0
+    return out / "tables"
+
+
+def test_heatmap_sample_choice_and_scale(fake_results: Callable[..., Path]) -> None:
+    # the figures themselves (heatmap_delta but none for DAPO's uniform weights) are checked in
+    # test_byte_identical_and_golden
+    out = fake_results()
+    rows = plots._weight_rows(out / "runs" / "delta" / "seed0" / "token_weights.jsonl")
+    assert [(r["step"], r["correct"]) for r in plots._pick_pair(rows)] == [(10, True), (20, False)]
+    rows.append({**rows[1], "step": 10})  # now step 10 has both verdicts: the latest such step wins
+    assert [(r["step"], r["correct"]) for r in plots._pick_pair(rows)] == [(10, True), (10, False)]
+    norm, _ = plots._scale(np.array([0.5, 1.0, 4.0]))  # log scale symmetric around the uniform weight 1
+    assert (norm.vmin, norm.vmax) == (0.25, 4.0) and plots._log_ticks(norm) == [0.25, 0.5, 1.0, 2.0, 4.0]
+    norm, _ = plots._scale(np.array([-0.5, 1.0, 2.0]))
+    assert (norm.vmin, norm.vcenter, norm.vmax) == (-0.5, 1.0, 2.0)
+    assert plots._display_token("a\n") == "a↵"

@@ -5,9 +5,19 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from training.config import LoRAConfig, REPO_ROOT, config_from_dict, load_config
-from training.plan import (GB, Assumptions, ModelShape, KNOWN_MODELS, main, make_plan, memory_per_gpu,
-                           parse_time_limit, passes_per_token, snakemake_jobs)
+from training.config import REPO_ROOT, LoRAConfig, config_from_dict, load_config
+from training.plan import (
+    GB,
+    KNOWN_MODELS,
+    Assumptions,
+    ModelShape,
+    main,
+    make_plan,
+    memory_per_gpu,
+    parse_time_limit,
+    passes_per_token,
+    snakemake_jobs,
+)
 from training.presets import get_preset
 
 TOY = ModelShape(layers=2, hidden=10, intermediate=20, heads=2, kv_heads=1, head_dim=5, vocab=100, tied=True)

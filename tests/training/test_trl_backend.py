@@ -98,7 +98,7 @@ def test_adapter_loss_equals_native_loss_on_identical_inputs(tiny_env, tmp_path,
         inputs["ref_per_token_logps"] = ref
     got = trainer._compute_loss(model, inputs)
     num_tokens, num_seqs = trl_normalisers(
-        preset.aggregation, batch_rows=c_ids.size(0), num_items_in_batch=float(n_items), num_processes=1,
+        batch_rows=c_ids.size(0), num_items_in_batch=float(n_items), num_processes=1,
         grad_accum=trainer.args.gradient_accumulation_steps, steps_per_generation=trainer.args.steps_per_generation)
     assert num_tokens == float(n_items) and num_seqs == c_ids.size(0)  # one process, one mini-batch
     logp_native, _, _ = forward_logp(model, p_ids, p_mask, c_ids, c_mask)
@@ -145,7 +145,8 @@ def test_two_trl_steps_on_cpu_write_checkpoints_and_metrics(tiny_env, tmp_path):
     assert [r["step"] for r in rows] == [0, 1]
     for r in rows:
         assert set(r) >= {"step", "reward_mean", "accuracy", "time", "tokens_generated", "tokens_trained",
-                          "peak_rss_mb", "wall_clock"}
+                          "peak_rss_mb", "wall_clock", "response_length", "truncated_frac", "entropy",
+                          "weight_mean", "weight_std"}
         assert set(r["time"]) == {"rollout", "reward", "old_logp", "credit", "update", "checkpoint", "total"}
     before, after = load_file(str(tiny_env["model"] / "model.safetensors")), \
         load_file(str(tmp_path / "checkpoints" / "step2" / "model.safetensors"))
@@ -171,3 +172,16 @@ def test_two_trl_steps_with_lora_write_merged_hf_checkpoints(tiny_env, tmp_path)
     assert any(not torch.equal(before[k], after[k]) for k in q)  # adapters merged into q_proj
     assert all(torch.equal(before[k], after[k]) for k in k_only)  # k_proj had no adapter
     assert [r["step"] for r in _rows(tmp_path)] == [0, 1]
+
+
+def test_a_stopped_trl_run_resumes_from_its_last_checkpoint(tiny_env, tmp_path, capsys):
+    common = dict(seed=5, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]), run_dir=str(tmp_path),
+                  reward_fn=digit_reward)
+    train_trl(_cfg(tiny_env, steps=2, checkpoint_every=2), get_preset("dapo"), **common)  # "stopped" after step 2
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 2, "torn": tr')  # a half-written line from the killed process is dropped
+    train_trl(_cfg(tiny_env, steps=4, checkpoint_every=2), get_preset("dapo"), **common)
+    assert "resuming dapo seed 5" in capsys.readouterr().out
+    assert [r["step"] for r in _rows(tmp_path)] == [0, 1, 2, 3]
+    assert (tmp_path / "checkpoints" / "step4" / "model.safetensors").exists()
+    assert [p.name for p in (tmp_path / "trl").glob("checkpoint-*")] == ["checkpoint-4"]

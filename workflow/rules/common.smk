@@ -8,11 +8,14 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 sys.path.insert(0, str(Path(workflow.basedir)))
 from training.config import config_from_dict  # noqa: E402  (validates presets and fills defaults)
+from training.plan import launch_prefix, slurm_resources  # noqa: E402
 
 CFG = config_from_dict(config)
 OUT = CFG.output_dir
 CONFIG_FILE = workflow.overwrite_configfiles[-1] if workflow.overwrite_configfiles else "config/config.yaml"
 PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} python".format(CFG.runtime.torch_threads)
+RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(CFG.runtime.torch_threads, launch_prefix(CFG))
+DATA_MODULE = "training.prepare_data" if (CFG.train_data.dataset or CFG.train_data.source) else "training.data"
 
 
 wildcard_constraints:

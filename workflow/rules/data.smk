@@ -9,7 +9,7 @@ rule make_data:
         "../../envs/train.yaml"
     threads: 1
     shell:
-        "{PY} -m training.data --config {CONFIG_FILE} --train {output.train} "
+        "{PY} -m {DATA_MODULE} --config {CONFIG_FILE} --train {output.train} "
         "--heldout {output.heldout} --manifest {output.manifest} > {log} 2>&1"
 
 

@@ -13,6 +13,8 @@ rule evaluate:
     conda:
         "../../envs/eval.yaml"
     threads: 1
+    resources:
+        **slurm_resources(CFG, "evaluate"),
     shell:
         "{PY} -m evaluation.evaluate --config {CONFIG_FILE} --model-dir {input.model} "
         "--benchmark {wildcards.benchmark} {params.data} --method {wildcards.method} "

@@ -11,7 +11,7 @@ rule sft:
         "../../envs/train.yaml"
     threads: 1
     resources:
-        gpu=0,
+        **slurm_resources(CFG, "sft"),
     shell:
         "{PY} -m training.sft --config {CONFIG_FILE} --model {input.model} --train {input.train} "
         "--out {output.model} --metrics {output.metrics} > {log} 2>&1"
@@ -35,7 +35,7 @@ rule rl:
         "../../envs/train.yaml"
     threads: 1
     resources:
-        gpu=0,
+        **slurm_resources(CFG, "rl"),
     shell:
-        "{PY} -m training.rl --config {CONFIG_FILE} --method {wildcards.method} --seed {wildcards.seed} "
+        "{RL_LAUNCH} -m training.rl --config {CONFIG_FILE} --method {wildcards.method} --seed {wildcards.seed} "
         "--sft {input.sft} --train {input.train} --run-dir {params.run_dir} > {log} 2>&1"

@@ -1,0 +1,68 @@
+"""vLLM generation backend with the same interface and sampling semantics as ``evaluation.generate.HFBackend``.
+
+Importing this module never needs vLLM; constructing :class:`VLLMBackend` without it raises
+``BackendUnavailable`` with the install hint. vLLM pulls its own CUDA torch and may change the
+transformers version, so it lives in the optional ``gpu`` extra.
+
+Seeds: request ``i`` of a call gets its own seed ``params.seed * 1_000_003 + i``, so a prompt's samples do
+not depend on which other prompts share the batch (vLLM's per-request generators).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from evaluation.generate import BackendUnavailable, Completion, SamplingParams
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "vLLM is not installed; install the GPU extra on a CUDA machine: pip install 'creditbench[gpu]'"
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise BackendUnavailable(INSTALL_HINT) from exc
+    return vllm
+
+
+def request_params(params: SamplingParams, n_prompts: int, sampling_cls: Any) -> list[Any]:
+    """One vLLM ``SamplingParams`` per prompt, with a per-request seed."""
+    return [sampling_cls(n=params.n, temperature=params.temperature,
+                         top_p=1.0 if params.temperature == 0.0 else params.top_p, top_k=-1,
+                         max_tokens=params.max_new_tokens, seed=params.seed * 1_000_003 + i)
+            for i in range(n_prompts)]
+
+
+def to_completions(outputs: Sequence[Any], latency_s: float) -> list[list[Completion]]:
+    """Convert vLLM ``RequestOutput`` objects (one per prompt, ``.outputs`` per sample) to Completions."""
+    return [[Completion(text=o.text, token_ids=tuple(o.token_ids), finish_reason=str(o.finish_reason or "length"),
+                        latency_s=latency_s) for o in req.outputs] for req in outputs]
+
+
+class VLLMBackend:
+    """Offline batched sampling with ``vllm.LLM`` on a local HF model folder."""
+
+    def __init__(self, model_dir: str, *, seed: int, tensor_parallel_size: int = 1, dtype: str = "auto",
+                 gpu_memory_utilization: float = 0.85) -> None:
+        vllm = _import_vllm()
+        self._vllm = vllm
+        self.model_dir = model_dir
+        self.seed = seed
+        log.info("loading %s with vLLM %s (tp=%d, dtype=%s)", model_dir, getattr(vllm, "__version__", "?"),
+                 tensor_parallel_size, dtype)
+        self.llm = vllm.LLM(model=model_dir, seed=seed, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                            gpu_memory_utilization=gpu_memory_utilization)
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+        if not prompts:
+            return []
+        sp = request_params(params, len(prompts), self._vllm.SamplingParams)
+        t0 = time.perf_counter()
+        outputs = self.llm.generate(prompts, sp, use_tqdm=False)
+        latency = (time.perf_counter() - t0) / max(1, len(prompts) * params.n)
+        return to_completions(outputs, latency)

@@ -1,0 +1,147 @@
+"""Out-of-domain multiple-choice sets (ARC-Challenge, MMLU-STEM, GPQA-Diamond) through lm-eval, offline.
+
+Each set is loaded with :func:`evaluation.benchmarks.load_benchmark` (sha256 and count verified), written
+as a uniform JSONL (``question``, ``choices``, ``letters``, ``answer`` index) and handed to lm-eval as a
+task config dict with ``dataset_path: json`` and ``data_files`` pointing at that local file; the model is
+a local HF folder (``hf`` model type). Scoring is lm-eval's log-likelihood ``multiple_choice``: the
+option letters after an MMLU-style lettered prompt (zero-shot by default). GPQA's derived file is written
+to a temporary directory and removed afterwards, so it never lands in the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluation.benchmarks import BENCHMARKS, LETTERS, BenchmarkError, load_benchmark
+
+log = logging.getLogger(__name__)
+
+OOD_SETS: tuple[str, ...] = ("arc_challenge", "mmlu_stem", "gpqa_diamond")
+DOC_TO_TEXT = ("Question: {{question}}\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\n{% endfor %}"
+               "Answer:")
+
+
+class LmEvalUnavailable(RuntimeError):
+    """lm-eval is not installed."""
+
+
+@dataclass(frozen=True)
+class OODResult:
+    """lm-eval accuracy on one set (``skipped`` holds the reason when it was not run)."""
+
+    name: str
+    n: int
+    acc: float | None
+    acc_stderr: float | None
+    template: str = "lm_eval_mcq_letters_0shot"
+    skipped: str = ""
+
+
+def task_config(name: str, data_file: str | os.PathLike[str], *, num_fewshot: int = 0) -> dict[str, Any]:
+    """lm-eval task config dict reading ``data_file`` (uniform JSONL) as its test split."""
+    return {
+        "task": f"creditbench_{name}",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": DOC_TO_TEXT,
+        "doc_to_choice": "{{letters}}",
+        "doc_to_target": "answer",
+        "num_fewshot": num_fewshot,
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        "metadata": {"version": 1.0, "source": BENCHMARKS[name].upstream},
+    }
+
+
+def write_task_file(name: str, path: Path, *, data_dir: str | os.PathLike[str] | None = None,
+                    gpqa_dir: str | os.PathLike[str] | None = None) -> int:
+    """Write the verified set as uniform JSONL; returns the number of items."""
+    problems = load_benchmark(name, data_dir=data_dir, gpqa_dir=gpqa_dir)
+    with path.open("w") as fh:
+        for p in problems:
+            assert p.choices is not None
+            letters = list(LETTERS[: len(p.choices)])
+            fh.write(json.dumps({"id": p.id, "question": p.question, "choices": list(p.choices),
+                                 "letters": letters, "answer": letters.index(p.answer)}) + "\n")
+    return len(problems)
+
+
+def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SETS, limit: int | None = None,
+            data_dir: str | os.PathLike[str] | None = None, gpqa_dir: str | os.PathLike[str] | None = None,
+            device: str = "cpu", batch_size: int = 1, seed: int = 0, num_fewshot: int = 0,
+            dtype: str = "float32") -> dict[str, OODResult]:
+    """Evaluate a local HF model folder on the OOD sets with ``lm_eval.simple_evaluate``."""
+    try:
+        import lm_eval
+    except ImportError as exc:
+        raise LmEvalUnavailable("lm-eval is not installed: pip install 'lm-eval[hf]' (extra 'eval')") from exc
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    results: dict[str, OODResult] = {}
+    with tempfile.TemporaryDirectory(prefix="creditbench-ood-") as tmp:
+        configs, sizes = [], {}
+        for name in tasks:
+            if BENCHMARKS[name].kind != "mcq":
+                raise ValueError(f"{name} is not a multiple-choice set")
+            f = Path(tmp) / f"{name}.jsonl"
+            try:
+                sizes[name] = write_task_file(name, f, data_dir=data_dir, gpqa_dir=gpqa_dir)
+            except BenchmarkError as exc:
+                if not BENCHMARKS[name].external:
+                    raise
+                log.warning("%s skipped: %s", name, exc)
+                results[name] = OODResult(name, 0, None, None, skipped=str(exc))
+                continue
+            configs.append(task_config(name, f, num_fewshot=num_fewshot))
+        if not configs:
+            return results
+        t0 = time.monotonic()
+        out = lm_eval.simple_evaluate(
+            model="hf", model_args={"pretrained": str(model_dir), "dtype": dtype}, tasks=configs,
+            device=device, batch_size=batch_size, limit=limit, random_seed=seed, numpy_random_seed=seed,
+            torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, log_samples=False)
+        log.info("lm-eval on %s took %.1f s", [c["task"] for c in configs], time.monotonic() - t0)
+    for name in tasks:
+        if name in results:
+            continue
+        r = out["results"][f"creditbench_{name}"]
+        n = min(limit, sizes[name]) if limit else sizes[name]
+        stderr = r.get("acc_stderr,none")
+        results[name] = OODResult(name, n, float(r["acc,none"]),
+                                  float(stderr) if isinstance(stderr, (int, float)) else None)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m evaluation.ood", description=__doc__.split("\n")[0])
+    ap.add_argument("model_dir")
+    ap.add_argument("--tasks", nargs="*", default=list(OOD_SETS))
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--gpqa-dir", default=None)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch-size", type=int, default=1)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    res = run_ood(a.model_dir, tasks=a.tasks, limit=a.limit, gpqa_dir=a.gpqa_dir, device=a.device,
+                  batch_size=a.batch_size)
+    for r in res.values():
+        print(f"{r.name} skipped: {r.skipped}" if r.skipped else f"{r.name} n={r.n} acc={r.acc:.4f}")
+    if a.out:
+        Path(a.out).write_text(json.dumps({k: asdict(v) for k, v in res.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""lm-eval on the OOD sets, offline, with a tiny randomly initialised Qwen3 model built here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.benchmarks import resolve_gpqa_dir
+from evaluation.ood import OOD_SETS, task_config, write_task_file
+
+
+def _tiny_model(path: Path) -> Path:
+    torch = pytest.importorskip("torch")
+    tokenizers = pytest.importorskip("tokenizers")
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(["Question: Answer: A. B. C. D. the of and to a in is"], trainer=trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=4096,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
+    Qwen3ForCausalLM(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_task_file_and_config(tmp_path: Path) -> None:
+    f = tmp_path / "arc.jsonl"
+    assert write_task_file("arc_challenge", f) == 1172
+    row = json.loads(f.read_text().splitlines()[0])
+    assert row["letters"][row["answer"]] == "C" and len(row["choices"]) == 4
+    cfg = task_config("arc_challenge", f)
+    assert cfg["dataset_path"] == "json" and cfg["dataset_kwargs"]["data_files"]["test"] == str(f)
+
+
+def test_lm_eval_runs_offline_on_tiny_model(tmp_path: Path) -> None:
+    pytest.importorskip("lm_eval")
+    import torch
+
+    from evaluation.ood import run_ood
+
+    torch.set_num_threads(1)
+    model = _tiny_model(tmp_path / "tiny")
+    res = run_ood(model, tasks=OOD_SETS, limit=5)
+    for name in ("arc_challenge", "mmlu_stem"):
+        assert res[name].n == 5 and 0.0 <= res[name].acc <= 1.0
+    if (resolve_gpqa_dir() / "gpqa_diamond.csv").is_file():
+        assert res["gpqa_diamond"].n == 5 and res["gpqa_diamond"].acc is not None
+    else:
+        assert res["gpqa_diamond"].skipped
+
+
+def test_gpqa_missing_is_skipped_not_fatal(tmp_path: Path) -> None:
+    pytest.importorskip("lm_eval")
+    from evaluation.ood import run_ood
+
+    res = run_ood(tmp_path / "no-model", tasks=["gpqa_diamond"], gpqa_dir=tmp_path)
+    assert "not found" in res["gpqa_diamond"].skipped
