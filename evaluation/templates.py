@@ -73,6 +73,11 @@ def _chat_boxed(p: Problem, tok: Any) -> str:
     return _chat(tok, f"{p.question}\n{BOXED_INSTRUCTION}", "chat_boxed")
 
 
+def _qa(p: Problem, tok: Any) -> str:
+    """The embedded synthetic task's own format (training.data.PROMPT_TEMPLATE)."""
+    return f"Question: {p.question}\nAnswer:"
+
+
 def _base_mcq(p: Problem, tok: Any) -> str:
     return f"Question: {p.question}\n{_options(p)}\nAnswer:"
 
@@ -93,6 +98,7 @@ TEMPLATES: Mapping[str, Template] = MappingProxyType({
     "base_boxed": Template("base_boxed", "base", ("math",), "zero-shot, \\boxed{} instruction"),
     "base_fewshot": Template("base_fewshot", "base", ("math",), f"{len(FEWSHOT_MATH)}-shot math, \\boxed{{}}"),
     "chat_boxed": Template("chat_boxed", "chat", ("math",), "chat template, \\boxed{} instruction"),
+    "qa": Template("qa", "base", ("math",), "Question/Answer lines of the synthetic task (training.data)"),
     "base_mcq": Template("base_mcq", "base", ("mcq",), "lettered options, 'Answer:' cue"),
     "chat_mcq": Template("chat_mcq", "chat", ("mcq",), "chat template, letter in \\boxed{}"),
     "base_code": Template("base_code", "base", ("code",), "direct completion of the task prompt"),
@@ -101,7 +107,7 @@ TEMPLATES: Mapping[str, Template] = MappingProxyType({
 
 _RENDER: Mapping[str, Callable[[Problem, Any], str]] = MappingProxyType({
     "base_boxed": _base_boxed, "base_fewshot": _base_fewshot, "chat_boxed": _chat_boxed,
-    "base_mcq": _base_mcq, "chat_mcq": _chat_mcq, "base_code": _base_code, "chat_code": _chat_code,
+    "qa": _qa, "base_mcq": _base_mcq, "chat_mcq": _chat_mcq, "base_code": _base_code, "chat_code": _chat_code,
 })
 
 

@@ -3,9 +3,12 @@ rule report:
         summaries=eval_targets(),
         metrics=[f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods for s in CFG.seeds],
     output:
-        main=report(f"{OUT}/tables/main.md", caption="../report/main.rst", category="Tables"),
-        wallclock=report(f"{OUT}/tables/wallclock.md", caption="../report/wallclock.rst", category="Tables"),
-        figures=touch(f"{OUT}/figures/done"),
+        main=f"{OUT}/tables/main.md",
+        wallclock=f"{OUT}/tables/wallclock.md",
+        tables=report(directory(f"{OUT}/tables"), patterns=["{name}.html"],
+                      caption="../report/tables.rst", category="Tables", labels={"table": "{name}"}),
+        figures=report(directory(f"{OUT}/figures"), patterns=["{name}.png"],
+                       caption="../report/figures.rst", category="Figures", labels={"figure": "{name}"}),
     params:
         baseline=CFG.report.baseline,
     log:
