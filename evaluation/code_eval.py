@@ -68,7 +68,7 @@ class SandboxConfig:
 
     min_time_limit: float = 1.0  # EvalPlus DEFAULT_MIN_TIME_LIMIT (seconds per test input)
     gt_time_limit_factor: float = 4.0  # EvalPlus DEFAULT_GT_TIME_LIMIT_FACTOR
-    max_memory_bytes: int = 2 * 1024**3  # RLIMIT_AS per check (EVALPLUS_MAX_MEMORY_BYTES)
+    max_memory_bytes: int = 4 * 1024**3  # RLIMIT_AS per check (EVALPLUS_MAX_MEMORY_BYTES; EvalPlus default)
     parallel: int = 2  # EvalPlus worker processes
     run_timeout_s: float = 3600.0  # wall limit for one EvalPlus run
     max_file_bytes: int = 2 * 1024**3  # RLIMIT_FSIZE (the full MBPP+ expected-output pickle is ~0.75 GB)
