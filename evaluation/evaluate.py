@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from pathlib import Path
 
@@ -40,6 +41,39 @@ def grade_samples(problems: list[Problem], completions, *, rule: str | None, tim
     return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
 
 
+_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
+
+
+def code_sample(problem: Problem, text: str, template: str) -> dict:
+    """EvalPlus sample: a base-model continuation is a ``completion`` of the prompt; a chat answer's
+    last fenced block (or the whole text) is a full ``solution``."""
+    if template.startswith("base"):
+        return {"task_id": problem.id, "completion": text}
+    blocks = _FENCE.findall(text)
+    return {"task_id": problem.id, "solution": blocks[-1] if blocks else text}
+
+
+def grade_code(problems: list[Problem], completions, template: str) -> tuple[list[list[Verdict]], dict]:
+    """Run MBPP+ samples through EvalPlus in its sandbox; a sample is correct when base and plus pass."""
+    from evaluation.code_eval import evaluate_mbpp_plus
+
+    samples = [code_sample(p, c.text, template) for p, group in zip(problems, completions) for c in group]
+    result = evaluate_mbpp_plus(samples)
+    by_index = {r.index: r for r in result.samples}
+    k = len(completions[0]) if completions else 0
+    verdicts = []
+    for i in range(len(problems)):
+        row = []
+        for j in range(k):
+            r = by_index[i * k + j]
+            row.append(Verdict(correct=r.passed_plus, extracted=f"base={r.base_status} plus={r.plus_status}",
+                               reason="correct" if r.passed_plus else "wrong", seconds=0.0))
+        verdicts.append(row)
+    base = float(np.mean([[by_index[i * k + j].passed_base for j in range(k)] for i in range(len(problems))]))
+    return verdicts, {"base_pass_at_1": base, "plus_pass_at_1": float(np.mean(
+        [[by_index[i * k + j].passed_plus for j in range(k)] for i in range(len(problems))]))}
+
+
 def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], template: str, params: SamplingParams,
              backend: str, device: str, batch_size: int, grader_timeout_s: float, grader_workers: int = 1):
     """Generate and grade; returns (per-sample records, summary dict without run identifiers)."""
@@ -50,8 +84,12 @@ def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], templat
     t0 = time.perf_counter()
     completions = engine.generate(prompts, params)
     gen_seconds = time.perf_counter() - t0
-    verdicts = grade_samples(problems, completions, rule=bench.grader_rule, timeout_s=grader_timeout_s,
-                             workers=grader_workers)
+    extra: dict = {}
+    if bench.kind == "code":
+        verdicts, extra = grade_code(problems, completions, template)
+    else:
+        verdicts = grade_samples(problems, completions, rule=bench.grader_rule, timeout_s=grader_timeout_s,
+                                 workers=grader_workers)
     records, correct, answers = [], [], []
     for p, group, vs in zip(problems, completions, verdicts):
         correct.append([int(v.correct) for v in vs])
@@ -79,6 +117,7 @@ def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], templat
                      "max_new_tokens": params.max_new_tokens, "seed": params.seed},
         "backend": backend, "generation_seconds": round(gen_seconds, 3),
         "mean_response_tokens": float(np.mean([r["tokens"] for r in records])) if records else 0.0,
+        **extra,
     }
     return records, summary
 
@@ -108,7 +147,9 @@ def main(argv: list[str] | None = None) -> None:
                               path=args.data, sha256=sha, count=count)
     if ev.limit:
         problems = problems[: ev.limit]
-    template = ev.template if args.benchmark == "synthetic" else get_benchmark(args.benchmark).default_template
+    bench = get_benchmark(args.benchmark)
+    # the configured template where it fits the set (or the set is generated), else the set's default
+    template = ev.template if (bench.generated or ev.template in bench.templates) else bench.default_template
     params = SamplingParams(n=ev.k, temperature=ev.temperature, top_p=ev.top_p, max_new_tokens=ev.max_new_tokens,
                             seed=args.seed)
     records, summary = evaluate(model_dir=args.model_dir, benchmark=args.benchmark, problems=problems,

@@ -1,0 +1,30 @@
+"""The evaluation path: the synthetic set end to end on a tiny model, and code-sample formatting."""
+
+import json
+
+from evaluation import evaluate as ev
+from evaluation.benchmarks import Problem
+
+
+def test_code_sample_base_completion_vs_chat_fenced_solution():
+    p = Problem(id="Mbpp/2", question="def f(x):\n", answer="")
+    assert ev.code_sample(p, "    return x\n", "base_code") == {"task_id": "Mbpp/2", "completion": "    return x\n"}
+    chat = "Here:\n```python\ndef f(x):\n    return 1\n```\nthen\n```python\ndef f(x):\n    return x\n```"
+    assert ev.code_sample(p, chat, "chat_code") == {"task_id": "Mbpp/2", "solution": "def f(x):\n    return x\n"}
+    assert ev.code_sample(p, "def f(x): return x", "chat_code")["solution"] == "def f(x): return x"
+
+
+def test_synthetic_evaluation_writes_traceable_samples_and_summary(tiny_env, tmp_path):
+    prefix = tmp_path / "synthetic"
+    ev.main(["--config", str(tiny_env["config"]), "--model-dir", str(tiny_env["model"]), "--benchmark", "synthetic",
+             "--data", str(tiny_env["heldout"]), "--data-manifest", str(tiny_env["manifest"]), "--method", "sft",
+             "--seed", "1", "--step", "0", "--out-prefix", str(prefix)])
+    summary = json.loads((tmp_path / "synthetic.summary.json").read_text())
+    samples = [json.loads(line) for line in (tmp_path / "synthetic.samples.jsonl").read_text().splitlines()]
+    assert summary["n_problems"] == 20 and summary["k"] == 2 and len(samples) == 40
+    assert summary["template"] == "qa" and summary["data_sha256"]
+    assert len(summary["per_problem_correct"]) == 20
+    assert sum(map(sum, summary["per_problem_correct"])) == sum(s["correct"] for s in samples)
+    assert summary["avg_at_k"] == sum(s["correct"] for s in samples) / 40
+    assert {"problem_id", "response", "extracted", "reason", "tokens", "latency_s"} <= set(samples[0])
+    assert samples[0]["prompt"].startswith("Question: ")
