@@ -72,3 +72,11 @@ def test_a_reference_cell_edited_by_hand_fails_regression(two_runs, tmp_path):
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 1
     assert col in proc.stdout and "reference=" in proc.stdout
+
+
+def test_snakemake_config_overrides_reach_the_python_jobs(two_runs):
+    """`--config output_dir=...` (and any other override) is what the jobs read, not the original YAML."""
+    out, _ = two_runs
+    resolved = (out / "config.resolved.yaml").read_text()
+    assert f"output_dir: {out}" in resolved
+    assert "group_size: 4" in resolved  # the CI file's value, with schema defaults filled around it

@@ -1,6 +1,9 @@
 # Config validation, wildcard constraints and named helpers (no lambdas in rules).
+import json
 import sys
 from pathlib import Path
+
+import yaml
 
 from snakemake.utils import validate
 
@@ -12,7 +15,14 @@ from training.plan import launch_prefix, slurm_resources  # noqa: E402
 
 CFG = config_from_dict(config)
 OUT = CFG.output_dir
-CONFIG_FILE = workflow.overwrite_configfiles[-1] if workflow.overwrite_configfiles else "config/config.yaml"
+# The python entry points read this file: the validated config with defaults filled *and* Snakemake's
+# --config overrides applied (they would be lost if the rules passed the original YAML). Rewritten only
+# when its content changes.
+CONFIG_FILE = f"{OUT}/config.resolved.yaml"
+Path(OUT).mkdir(parents=True, exist_ok=True)
+_resolved = yaml.safe_dump(json.loads(json.dumps(CFG.raw)), sort_keys=True)
+if not Path(CONFIG_FILE).is_file() or Path(CONFIG_FILE).read_text() != _resolved:
+    Path(CONFIG_FILE).write_text(_resolved)
 PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} python".format(CFG.runtime.torch_threads)
 RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(CFG.runtime.torch_threads, launch_prefix(CFG))
 DATA_MODULE = "training.prepare_data" if (CFG.train_data.dataset or CFG.train_data.source) else "training.data"
