@@ -97,9 +97,9 @@ def test_passes_per_token():
 
 
 def test_job_count_matches_snakemake_dry_run_of_ci():
-    # snakemake -n on config/experiments/ci.yaml: make_data, build_model, sft 1 each, rl 2, evaluate 5,
-    # report 1, all 1 = 12 (checked by hand with snakemake 9)
-    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 12
+    # snakemake -n on config/experiments/ci.yaml: make_data, build_model, sft 1 each, rl 4 (methods),
+    # evaluate 1 (sft) + 4 x 2 checkpoints, report 1, all 1 = 18 (snakemake 9 -n prints "total 18")
+    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 18
 
 
 def test_gpu_hours_by_hand():

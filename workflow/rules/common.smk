@@ -23,8 +23,12 @@ Path(OUT).mkdir(parents=True, exist_ok=True)
 _resolved = yaml.safe_dump(json.loads(json.dumps(CFG.raw)), sort_keys=True)
 if not Path(CONFIG_FILE).is_file() or Path(CONFIG_FILE).read_text() != _resolved:
     Path(CONFIG_FILE).write_text(_resolved)
-PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} python".format(CFG.runtime.torch_threads)
-RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(CFG.runtime.torch_threads, launch_prefix(CFG))
+# Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
+PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(CFG.runtime.torch_threads, sys.executable)
+_launch = launch_prefix(CFG)
+RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(
+    CFG.runtime.torch_threads, sys.executable if _launch == "python" else _launch
+)
 DATA_MODULE = "training.prepare_data" if (CFG.train_data.dataset or CFG.train_data.source) else "training.data"
 
 
