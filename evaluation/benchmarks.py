@@ -29,6 +29,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from training.io import sha256_file  # noqa: F401  (re-exported for code_eval, gguf_convert)
+
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -232,15 +234,6 @@ def resolve_gpqa_dir(gpqa_dir: str | os.PathLike[str] | None = None) -> Path:
         return Path(gpqa_dir)
     env = os.environ.get(GPQA_ENV_VAR)
     return Path(env) if env else DEFAULT_GPQA_DIR
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def benchmark_file(bench: Benchmark, *, data_dir: str | os.PathLike[str] | None = None,

@@ -41,9 +41,7 @@ import io
 import json
 import logging
 import math
-import os
 import re
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +49,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+
+from training.io import write_text_atomic
 
 from evaluation.metrics import bootstrap_ci
 from evaluation.metrics import weighted_average as _weighted_average
@@ -751,17 +751,8 @@ def render_csv(table: Table) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8, as is) to a temporary file beside ``path`` and rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` (UTF-8, as is) atomically: :func:`training.io.write_text_atomic`."""
+    write_text_atomic(path, text)
 
 
 HTML_STYLE = (
