@@ -30,6 +30,12 @@ Departures from the reference code (all deliberate, none changes the numbers at 
   reference has no all-reduce (per data-parallel shard; reproduced by ``stats="local"``, the default).
 - An empty side (no positive or no negative token) gives a zero centroid, as the reference's
   ``clamp(min=eps)`` of the denominator does.
+
+Memory (streaming): ``h`` is read in row chunks of at most ``chunk_bytes`` of fp32 (each chunk is cast,
+used and freed), so the stored ``h`` may stay bf16 on the host (TRL backend ``offload_hidden``) and no
+full-precision [B, R, H] copy is ever made: 2 + 2K passes over the chunks (centroids, margins per
+round) replace the reference's K+3 model forwards. The sums run in fp32/fp64 per chunk, so a chunked
+result equals the unchunked one up to summation order (tested at atol 1e-6).
 """
 
 from __future__ import annotations
@@ -44,6 +50,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 StatsMode = Literal["local", "global"]
 _EPS = 1e-8  # reference: clamp of denominators and of the margin variance (gamma >= sqrt(1e-8))
+CHUNK_BYTES = 1 << 30  # fp32 bytes of one row chunk of h (a 1 GiB transient at most)
+
+
+def _row_chunks(hidden: Tensor, dtype: torch.dtype, chunk_bytes: int):
+    """(rows, h[rows] as ``dtype`` on ``hidden``'s device) for row chunks of <= chunk_bytes; views if no cast."""
+    B, R, H = hidden.shape
+    rows = max(1, chunk_bytes // max(1, R * H * torch.finfo(dtype).bits // 8))
+    for start in range(0, B, rows):
+        sl = slice(start, min(B, start + rows))
+        yield sl, hidden[sl].to(dtype)
 
 
 def _sum_across_ranks(t: Tensor, stats: StatsMode) -> Tensor:
@@ -88,39 +104,51 @@ def delta_lambda(
     lambda_max: float = 1.2,
     stats: StatsMode = "local",
     within_side: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Tensor:
     """Self-normalised DelTA coefficients lambda~ [B, R] (DelTA §3, App. G/H; ref. ``compute_log_prob_h``).
 
-    hidden: [B, R, H] LM-head input at the position predicting response token j; old_logp, mask: [B, R];
-    advantages: [B]. Returns lambda~ * mask, mean 1 over valid tokens (over all ranks if ``stats="global"``).
-    ``within_side=True`` is the Table-2 ablation, see :func:`delta_within_side`.
+    hidden: [B, R, H] LM-head input at the position predicting response token j (any float dtype, any
+    device: it is streamed in row chunks of <= ``chunk_bytes``, see the module docstring); old_logp,
+    mask: [B, R]; advantages: [B]. Returns lambda~ * mask, mean 1 over valid tokens (over all ranks if
+    ``stats="global"``). ``within_side=True`` is the Table-2 ablation, see :func:`delta_within_side`.
     """
     _check_knobs(K, lambda_min, lambda_max)
     dtype = torch.float64 if hidden.dtype == torch.float64 else torch.float32  # bf16/fp16 -> fp32
-    h = hidden.to(dtype)  # [B, R, H] (the only [B,R,H] tensor; no copy when already fp32/fp64)
-    mask = mask.to(dtype)  # [B, R]
+    dev = hidden.device
+    mask = mask.to(device=dev, dtype=dtype)  # [B, R]
+    old_logp, advantages = old_logp.to(dev), advantages.to(dev)
     adv = advantages.to(dtype)  # [B]
     q = (1.0 - old_logp.to(dtype).exp()) * mask  # [B, R]  v = q[..., None] * h
     pos_tok = (adv > 0).float()[:, None] * mask  # [B, R] valid tokens of positive responses
     neg_tok = (adv < 0).float()[:, None] * mask  # [B, R]
     a_pos = adv.clamp(min=0.0)[:, None] * mask  # [B, R] centroid weights A^+ m
     a_neg = (-adv).clamp(min=0.0)[:, None] * mask  # [B, R]
+    H = hidden.shape[-1]
     # ||v||^2 is only needed by the within-side ablation (it cancels in the DelTA margin).
-    v_sq = q * q * (h * h).sum(-1) if within_side else None  # [B, R]
+    v_sq = None
+    if within_side:
+        v_sq = torch.zeros_like(q)  # [B, R]
+        for sl, h in _row_chunks(hidden, dtype, chunk_bytes):
+            v_sq[sl] = q[sl] * q[sl] * (h * h).sum(-1)
 
     def centroids(w_pos: Tensor, w_neg: Tensor) -> tuple[Tensor, Tensor]:
-        # sum_t w v = sum_t (w q) h: a [B*R] x [B*R, H] product, no [B,R,H] temporary.
-        num = torch.stack([torch.einsum("br,brh->h", w_pos * q, h), torch.einsum("br,brh->h", w_neg * q, h)])
+        # sum_t w v = sum_t (w q) h: a [B*R] x [B*R, H] product per row chunk, no [B,R,H] temporary.
+        num = torch.zeros(2, H, dtype=dtype, device=dev)  # [2, H]
+        for sl, h in _row_chunks(hidden, dtype, chunk_bytes):
+            num[0] += torch.einsum("br,brh->h", w_pos[sl] * q[sl], h)
+            num[1] += torch.einsum("br,brh->h", w_neg[sl] * q[sl], h)
         den = torch.stack([w_pos.sum(), w_neg.sum()])  # [2]
         packed = _sum_across_ranks(torch.cat([num.flatten(), den]), stats)  # [2H + 2]
-        H = h.shape[-1]
         num, den = packed[: 2 * H].view(2, H), packed[2 * H :].clamp(min=_EPS)
         return num[0] / den[0], num[1] / den[1]  # [H], [H]
 
     def margins(mu_pos: Tensor, mu_neg: Tensor) -> tuple[Tensor, Tensor]:
         # v.mu = q (h.mu): [B, R]
-        v_mu_pos = q * torch.einsum("brh,h->br", h, mu_pos)  # [B, R]
-        v_mu_neg = q * torch.einsum("brh,h->br", h, mu_neg)  # [B, R]
+        h_mu = torch.zeros(2, *q.shape, dtype=dtype, device=dev)  # [2, B, R]
+        for sl, h in _row_chunks(hidden, dtype, chunk_bytes):
+            h_mu[:, sl] = torch.einsum("brh,sh->sbr", h, torch.stack([mu_pos, mu_neg]))
+        v_mu_pos, v_mu_neg = q * h_mu[0], q * h_mu[1]  # [B, R]
         if within_side:  # -||v - mu_own||^2, own side only
             m_pos = -(v_sq - 2.0 * v_mu_pos + mu_pos.dot(mu_pos))  # [B, R]
             m_neg = -(v_sq - 2.0 * v_mu_neg + mu_neg.dot(mu_neg))  # [B, R]
@@ -135,7 +163,7 @@ def delta_lambda(
             c_pos = _side_mean(m_pos, pos_tok, stats)
             c_neg = _side_mean(m_neg, neg_tok, stats)
         else:
-            c_pos = c_neg = torch.zeros((), dtype=dtype)
+            c_pos = c_neg = torch.zeros((), dtype=dtype, device=dev)
         return g_pos, g_neg, c_pos, c_neg
 
     mu_pos, mu_neg = centroids(a_pos, a_neg)

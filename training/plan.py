@@ -22,8 +22,9 @@ Memory per GPU (GB = 1e9 bytes) for the trainer, per method (a KL term needs a r
   buffers); backend native materialises the logits: 8 bytes per (completion token, vocab entry)
   [ASSUMPTION: bf16 logits, the temperature-scaled copy and their gradient, plus fp32 slack].
 - DelTA (presets with ``needs_hidden``) keeps the LM-head inputs of the process's whole generation batch
-  (sequences x max_new_tokens x hidden, bf16 on the host when offloaded, plus the fp32 copy
-  ``training.credit_delta`` makes): checked against ``--host-mem-gb`` per node.
+  (sequences x max_new_tokens x hidden, bf16 on the host when offloaded; ``training.credit_delta``
+  streams it in fp32 row chunks of at most 1 GiB, so no full-precision copy): checked against
+  ``--host-mem-gb`` per node.
 - a fixed framework overhead (CUDA context, NCCL buffers, allocator fragmentation) [ASSUMPTION, 3 GB].
 - vLLM colocate reserves ``gpu_memory_utilization`` x GPU memory on every training GPU; inside it go
   the bf16 weights / tensor_parallel_size, 2 GB [ASSUMPTION] of vLLM activations and graphs, and the KV
@@ -61,6 +62,7 @@ from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from training.config import Config, ConfigError, LoRAConfig, ScaleConfig, load_config
+from training.credit_delta import CHUNK_BYTES
 from training.presets import Preset, get_preset
 
 GB = 1e9
@@ -391,13 +393,13 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
                              gpu_mem_gb=mem_gb, backend=cfg.backend)
         if preset.needs_hidden:
             seqs = batch // max(1, world)  # the local generation batch of one process
-            per_proc = seqs * rl.max_new_tokens * shape.hidden * (2 + 4) / GB
+            per_proc = (seqs * rl.max_new_tokens * shape.hidden * 2 + CHUNK_BYTES) / GB  # bf16 store + one chunk
             per_node = per_proc * max(1, scale.gpus_per_node)
             msg = (f"{method}: DelTA keeps h of {seqs} sequences x {rl.max_new_tokens} tokens x {shape.hidden} "
-                   f"(bf16 + the fp32 copy) = {per_proc:,.1f} GB per process, {per_node:,.1f} GB per node")
+                   f"(bf16, streamed in fp32 chunks) = {per_proc:,.1f} GB per process, {per_node:,.1f} GB per node")
             if per_node > host_mem_gb:
-                problems.append(msg + f" > host {host_mem_gb:g} GB; needs a streaming DelTA (row chunks of "
-                                      f"sufficient statistics, as the reference's K+3 forwards) or more GPUs")
+                problems.append(msg + f" > host {host_mem_gb:g} GB; recompute h in the reference's K+3 "
+                                      f"forwards instead of storing it, or use more GPUs")
             else:
                 notes.append(msg)
         flops = batch * (a.prompt_tokens + mean_resp) * 2 * shape.params * passes_per_token(preset, scale)

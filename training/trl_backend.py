@@ -267,12 +267,19 @@ def _make_trainer_class():
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                     compute_entropy=compute_entropy, **kwargs)
-            hiddens: list[Tensor] = []
+            # DelTA's h for the whole generation batch, written chunk by chunk into one buffer (no cat,
+            # so the peak is the buffer itself; on the host when offloaded, in the model's dtype).
+            store: dict[str, Any] = {"buf": None, "filled": 0}
             handle = None
             if self.preset.needs_hidden:
                 def hook(_m, _args, out):
                     h = out.last_hidden_state[:, -logits_to_keep - 1:-1].detach()  # LM-head input per response token
-                    hiddens.append(h.to("cpu", non_blocking=True) if self.offload_hidden else h)
+                    if store["buf"] is None:
+                        dev = torch.device("cpu") if self.offload_hidden else h.device
+                        store["buf"] = torch.empty((input_ids.shape[0], *h.shape[1:]), dtype=h.dtype, device=dev)
+                    n = h.shape[0]
+                    store["buf"][store["filled"]:store["filled"] + n].copy_(h)
+                    store["filled"] += n
                 handle = self._backbone(model).register_forward_hook(hook)
             t0 = time.perf_counter()
             try:
@@ -282,7 +289,7 @@ def _make_trainer_class():
             finally:
                 if handle is not None:
                     handle.remove()
-            cap.update(done=True, logps=logps, entropy=ent, hidden=torch.cat(hiddens) if hiddens else None,
+            cap.update(done=True, logps=logps, entropy=ent, hidden=store["buf"],
                        seconds=time.perf_counter() - t0)
             return logps, (ent if compute_entropy else None), aux
 

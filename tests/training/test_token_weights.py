@@ -83,6 +83,27 @@ def test_delta_fast_matches_reference_float32():
     torch.testing.assert_close(fast.double(), ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("within_side", [False, True])
+@pytest.mark.parametrize("K", [0, 2])
+def test_delta_streamed_row_chunks_match_one_chunk(K, within_side):
+    """Streaming (row chunks of h, one row per chunk here) changes only the summation order."""
+    hidden, old_logp, mask, adv = random_delta_inputs(4, dtype=torch.float32)
+    whole = delta_lambda(hidden, old_logp, mask, adv, K=K, within_side=within_side)
+    row_bytes = hidden.shape[1] * hidden.shape[2] * 4
+    streamed = delta_lambda(hidden, old_logp, mask, adv, K=K, within_side=within_side, chunk_bytes=row_bytes)
+    torch.testing.assert_close(streamed, whole, atol=1e-6, rtol=0)
+
+
+def test_delta_bf16_hidden_is_streamed_in_fp32():
+    """A bf16 store (TRL offload) gives the fp32 result of the same bf16 values, chunk by chunk."""
+    hidden, old_logp, mask, adv = random_delta_inputs(2, dtype=torch.float32)
+    h16 = hidden.to(torch.bfloat16)
+    row_bytes = hidden.shape[1] * hidden.shape[2] * 4
+    streamed = delta_lambda(h16, old_logp, mask, adv, K=1, chunk_bytes=2 * row_bytes)
+    assert streamed.dtype == torch.float32
+    torch.testing.assert_close(streamed, delta_lambda(h16.float(), old_logp, mask, adv, K=1), atol=1e-6, rtol=0)
+
+
 def test_delta_reference_is_not_trivially_uniform():
     """Guard for the equivalence test: the weights actually vary."""
     hidden, old_logp, mask, adv = random_delta_inputs(0)
