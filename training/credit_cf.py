@@ -48,8 +48,11 @@ Departures from the reference code (why in brackets):
   ``np.random``), then the same damping / answer / padding / conservation steps.
 - The skip test uses the std of the advantages of the whole rollout batch (reference: of the TRL
   micro-batch, whose size is a runtime knob here).
-- S(x) of the unmasked completion is recomputed by ``logp_fn`` in the same call as the masked variants
-  instead of reusing ``old_logp`` [identical numerics for both terms of the difference].
+- S(x) of the unmasked completion is recomputed in the same call as the masked variants instead of
+  reusing ``old_logp`` [identical numerics for both terms of the difference].
+- Speed: when the loop provides ``edit_logp_fn`` (``training.scoring.edited_logp``), a masked variant is
+  run only from its span's first token on, over the unmasked completion's KV cache (the reference
+  re-runs prompt + completion for every span). Same numbers up to summation order.
 """
 
 from __future__ import annotations
@@ -272,21 +275,27 @@ def soft_weights(
 
 def _score_rows(
     batch: "CreditBatch",
-    rows: list[tuple[int, Tensor]],
+    rows: list[tuple[int, Tensor, int]],
     max_rows_per_call: int | None,
 ) -> list[Tensor]:
-    """logp_fn over (source row, edited response ids) pairs, as few calls as possible -> list of [R] logp."""
-    assert batch.logp_fn is not None
+    """Log-probs [R] of (source row, edited response ids, first edited position) triples under the current
+    policy, in as few calls as possible: ``batch.edit_logp_fn`` (prefix KV cache reused) when the loop
+    provides it, else ``batch.logp_fn`` on whole sequences."""
     out: list[Tensor] = []
     step = len(rows) if not max_rows_per_call else max_rows_per_call
     for k in range(0, len(rows), max(step, 1)):
         chunk = rows[k : k + step]
-        src = torch.tensor([b for b, _ in chunk], dtype=torch.long, device=batch.prompt_ids.device)
-        resp = torch.stack([r for _, r in chunk]).to(batch.response_ids.device)  # [n, R]
+        src = torch.tensor([b for b, _, _ in chunk], dtype=torch.long, device=batch.prompt_ids.device)
+        resp = torch.stack([r for _, r, _ in chunk]).to(batch.response_ids.device)  # [n, R]
         with torch.no_grad():
-            logp = batch.logp_fn(
-                batch.prompt_ids[src], batch.prompt_mask[src], resp, batch.response_mask[src]
-            )  # [n, R]
+            if batch.edit_logp_fn is not None:
+                first = torch.tensor([s for _, _, s in chunk], dtype=torch.long, device=src.device)
+                logp = batch.edit_logp_fn(src, resp, first)  # [n, R]
+            else:
+                assert batch.logp_fn is not None
+                logp = batch.logp_fn(
+                    batch.prompt_ids[src], batch.prompt_mask[src], resp, batch.response_mask[src]
+                )  # [n, R]
         out.extend(logp.detach().cpu().unbind(0))
     return out
 
@@ -351,8 +360,8 @@ def cf_with_spans(
         return mask.clone(), records  # CF skipped: uniform (reference: all advantages equal)
     if batch.tokenizer is None:
         raise ValueError("cf needs CreditBatch.tokenizer")
-    if mode != "random" and batch.logp_fn is None:
-        raise ValueError("cf needs CreditBatch.logp_fn to re-score masked completions")
+    if mode != "random" and batch.logp_fn is None and batch.edit_logp_fn is None:
+        raise ValueError("cf needs CreditBatch.logp_fn (or edit_logp_fn) to re-score masked completions")
 
     eos = getattr(batch.tokenizer, "eos_token_id", None)
     stop_ids = [i for i in (batch.pad_token_id, eos) if i is not None]
@@ -377,18 +386,18 @@ def cf_with_spans(
             return None
         return slice(sp.answer_start + 1, n_valid[b])
 
-    rows: list[tuple[int, Tensor]] = []
+    rows: list[tuple[int, Tensor, int]] = []  # (source row, response ids, first edited position)
     plan: dict[tuple, tuple[int, int]] = {}  # key -> (first row index, number of rows)
     if mode != "random":
         for key, (b, sp, _) in info.items():
             if not sp.spans or score_positions(b, sp) is None:
                 continue
             plan[key] = (len(rows), 1 + len(sp.spans))
-            rows.append((b, ids[b].clone()))
+            rows.append((b, ids[b].clone(), R))  # unedited
             for s, e in sp.spans:
                 edited = ids[b].clone()
                 edited[s:e] = batch.pad_token_id
-                rows.append((b, edited))
+                rows.append((b, edited, s))
     logps = _score_rows(batch, rows, max_rows_per_call) if rows else []
 
     # 4. importance -> weights

@@ -29,6 +29,7 @@ import random
 import resource
 import time
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -44,6 +45,7 @@ from training.io import append_jsonl, read_jsonl
 from training.manifest import write_manifest
 from training.presets import Preset, get_preset
 from training.runtime import seed_everything, setup_runtime
+from training.scoring import edited_logp
 from training.token_weights import CreditBatch, get_token_weight_fn
 
 PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
@@ -215,6 +217,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 response_mask=loss_mask, old_logp=old_logp, entropy=entropy, advantages=advantages,
                 group_ids=group_ids, hidden=hidden, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
                 logp_fn=logp_fn, generator=generator,
+                edit_logp_fn=partial(edited_logp, model, prompt_ids, prompt_mask, response_ids, response_mask,
+                                     micro_batch_size=rl.micro_batch_size, full_logp_fn=logp_fn),
             )
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]

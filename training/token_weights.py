@@ -37,6 +37,10 @@ from training.credit_delta import delta, delta_within_side
 # (prompt_ids [B,P], prompt_mask [B,P], response_ids [B,R], response_mask [B,R]) -> logp [B,R], no grad,
 # under the current policy; used by counterfactual methods that re-score edited responses.
 LogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+# (rows [n] batch rows, edited response ids [n,R], first_edit [n]) -> logp [n,R], no grad, current policy:
+# the same numbers as LogProbFn on the edited rows, computed from each row's unedited prefix cache
+# (training.scoring.edited_logp). Optional; CF falls back to LogProbFn without it.
+EditLogProbFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class CreditBatch:
     tokenizer: Any  # a transformers tokenizer (decode / offsets for span detection)
     logp_fn: LogProbFn | None  # re-score edited responses under the current policy
     generator: torch.Generator  # seeded RNG for random ablations
+    edit_logp_fn: EditLogProbFn | None = None  # prefix-cached re-scoring of edited rows (faster logp_fn)
 
 
 def uniform(batch: CreditBatch) -> Tensor:

@@ -1,0 +1,107 @@
+"""Prefix-cached re-scoring equals full forwards (training.scoring, used by CF)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+from training.rl import forward_logp
+from training.scoring import edited_logp
+
+
+def tiny(arch: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    kw = dict(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=64)
+    if arch == "qwen3":
+        return Qwen3ForCausalLM(Qwen3Config(head_dim=8, **kw)).eval()
+    return LlamaForCausalLM(LlamaConfig(**kw)).eval()
+
+
+def batch(B: int = 5, P: int = 6, R: int = 9):
+    g = torch.Generator().manual_seed(1)
+    prompt_ids = torch.randint(3, 50, (B, P), generator=g)
+    prompt_mask = torch.ones(B, P, dtype=torch.long)
+    for b, pad in enumerate([0, 2, 1, 0, 3]):  # left padding
+        prompt_mask[b, :pad] = 0
+        prompt_ids[b, :pad] = 0
+    response_ids = torch.randint(3, 50, (B, R), generator=g)
+    response_mask = torch.ones(B, R)
+    for b, n in enumerate([9, 7, 9, 4, 8]):  # right padding
+        response_mask[b, n:] = 0
+        response_ids[b, n:] = 0
+    return prompt_ids, prompt_mask, response_ids, response_mask
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("micro", [1, 3, 128])
+def test_prefix_cached_edits_equal_full_forwards(arch, micro):
+    model = tiny(arch)
+    p_ids, p_mask, r_ids, r_mask = batch()
+    # rows: unedited (start R), edits at the first position, mid-response, last token; repeated sources
+    spec = [(0, 9, 9), (0, 0, 3), (0, 4, 6), (1, 2, 5), (1, 6, 7), (2, 8, 9), (3, 1, 3), (4, 0, 8), (4, 5, 6)]
+    rows = torch.tensor([b for b, _, _ in spec])
+    edited = r_ids[rows].clone()
+    first = torch.tensor([s for _, s, _ in spec])
+    for i, (_, s, e) in enumerate(spec):
+        edited[i, s:e] = 0  # pad token, as CF masks
+    got = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro)
+    want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
+    valid = r_mask[rows] > 0
+    torch.testing.assert_close(got[valid], want[valid], atol=2e-5, rtol=0)
+    # the edits matter: an edited row differs from its source after the edit
+    src = forward_logp(model, p_ids, p_mask, r_ids, r_mask)[0]
+    assert (got[1, 3:] - src[0, 3:]).abs().max() > 1e-3
+
+
+def test_no_rows_returns_empty():
+    model = tiny("qwen3")
+    p_ids, p_mask, r_ids, r_mask = batch()
+    out = edited_logp(model, p_ids, p_mask, r_ids, r_mask, torch.zeros(0, dtype=torch.long),
+                      r_ids[:0], torch.zeros(0, dtype=torch.long))
+    assert out.shape == (0, r_ids.shape[1])
+
+
+def test_cf_weights_and_drops_equal_with_and_without_the_prefix_cache(tiny_env):
+    """CF through edit_logp_fn (prefix caches) == CF through logp_fn (whole sequences), real tokenizer."""
+    from functools import partial
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.credit_cf import cf_with_spans
+    from training.io import read_jsonl
+    from training.token_weights import CreditBatch
+
+    tok = AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(tiny_env["model"]).eval()
+    probs = read_jsonl(tiny_env["train"])[:3]
+    enc = tok([p["prompt"] for p in probs], return_tensors="pt", padding=True, add_special_tokens=False)
+    sols = [p["solution"] for p in probs] + [p["solution"].replace(p["answer"] + "}", "0}") for p in probs]
+    resp = tok(sols, return_tensors="pt", padding="longest", add_special_tokens=False, padding_side="right")
+    eos = torch.full((len(sols), 1), tok.eos_token_id)
+    r_ids = torch.cat([resp["input_ids"], eos], 1)
+    r_mask = torch.cat([resp["attention_mask"], torch.ones(len(sols), 1, dtype=torch.long)], 1).float()
+    lengths = resp["attention_mask"].sum(-1)
+    for b, n in enumerate(lengths.tolist()):  # EOS right after each solution, pads after
+        r_ids[b, n], r_ids[b, n + 1:] = tok.eos_token_id, tok.pad_token_id
+        r_mask[b, n + 1:] = 0
+    src = torch.tensor([0, 1, 2, 0, 1, 2])
+    p_ids, p_mask = enc["input_ids"][src], enc["attention_mask"][src]
+
+    def logp_fn(a, b, c, d):
+        return forward_logp(model, a, b, c, d)[0]
+
+    common = dict(prompt_ids=p_ids, prompt_mask=p_mask, response_ids=r_ids, response_mask=r_mask,
+                  old_logp=torch.zeros_like(r_mask), entropy=torch.zeros_like(r_mask),
+                  advantages=torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]), group_ids=src, hidden=None,
+                  pad_token_id=tok.pad_token_id, tokenizer=tok, generator=torch.Generator().manual_seed(0))
+    plain = cf_with_spans(CreditBatch(logp_fn=logp_fn, **common))
+    cached = cf_with_spans(CreditBatch(logp_fn=None, edit_logp_fn=partial(
+        edited_logp, model, p_ids, p_mask, r_ids, r_mask, full_logp_fn=logp_fn), **common))
+    assert len(plain[1]) >= 6 and [r.kind for r in plain[1]] == [r.kind for r in cached[1]]
+    assert {r.kind for r in plain[1]} == {"arithmetic", "sentence"}
+    for a, b in zip(plain[1], cached[1]):
+        assert (a.row, a.start, a.end) == (b.row, b.start, b.end)
+        assert abs(a.drop - b.drop) < 1e-4
+    torch.testing.assert_close(cached[0], plain[0], atol=1e-4, rtol=0)

@@ -1,0 +1,159 @@
+"""Re-scoring edited responses with the unedited prefix's KV cache (CF's counterfactual forwards).
+
+CF (arXiv 2602.09331; aligntune ``compute_batched_counterfactual_importance``) re-scores every completion
+once per span with that span replaced by the pad token. Positions before the span are identical in the
+edited and the original sequence, so their keys and values are too: this module runs the original
+completions once with ``use_cache=True`` and runs each edited row only from its first edited position
+on, on top of the original's cache cropped there. Exact up to floating-point summation order (tested
+against full forwards in ``tests/training/test_scoring.py``); the reference recomputes whole sequences.
+
+Three levels of shared prefixes, each run once: the distinct prompts (a group's G samples share one),
+the distinct source completions on top of their prompt's cache, and the edited rows on top of their
+source's cache from the first edited position on. Cost per edited row: ``R - start`` query tokens
+instead of ``P + R``. Edited rows are bucketed by first edited position (a bucket is micro-batched),
+so no row recomputes positions before its own edit. Only models whose cache is a plain ``DynamicCache`` of
+full-attention layers take this path; others (sliding windows, custom caches) are scored by full
+forwards (``full_logp_fn``) with the same result.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import torch
+from torch import Tensor
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
+# (prompt_ids [n,P], prompt_mask [n,P], response_ids [n,R], response_mask [n,R]) -> logp [n,R]
+FullLogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+def _positions(attention: Tensor) -> Tensor:
+    """Position ids that follow the attention mask (left-padded prompts), as ``generate`` computes them."""
+    return (attention.cumsum(-1) - 1).clamp(min=0)
+
+
+def _token_logp(logits: Tensor, targets: Tensor) -> Tensor:
+    """log softmax(logits)[targets]: [n, L, V], [n, L] -> [n, L] (fp32)."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def _cache_kwarg(model: torch.nn.Module) -> str:
+    """``cache`` (transformers >= 5.24) or ``past_key_values`` (older), whichever forward takes."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _plain_cache(cache: object) -> bool:
+    return isinstance(cache, DynamicCache) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+Layers = list[tuple[Tensor, Tensor]]  # per decoder layer: keys, values [n, kv_heads, T, head_dim]
+
+
+def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, past: Layers | None,
+         *, want_cache: bool) -> tuple[Tensor, Layers | None]:
+    """Forward input positions [start, T-1) of ``ids`` [n, T] over ``past`` (positions [0, start)).
+
+    Returns the logits [n, T-1-start, V] (position t predicts token t+1) and, if asked, the keys/values of
+    positions [0, T-1)."""
+    kwargs = {}
+    if past is not None and start > 0:
+        kwargs[_cache_kwarg(model)] = DynamicCache(ddp_cache_data=past)
+    res = model(input_ids=ids[:, start:-1], attention_mask=attention[:, :-1],
+                position_ids=_positions(attention)[:, start:-1], use_cache=want_cache, **kwargs)
+    if not want_cache:
+        return res.logits, None
+    cache = res.past_key_values
+    if not _plain_cache(cache):
+        raise NotImplementedError("the model's cache is not a plain DynamicCache of full-attention layers")
+    return res.logits, [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _gather(store: dict[int, tuple[int, Layers]], keys: list[int], upto: int) -> Layers:
+    """Stack the cached keys/values of positions [0, upto) of rows ``keys`` (row -> (index, layers))."""
+    picks = [store[k] for k in keys]
+    return [(torch.stack([kv[layer][0][j, :, :upto] for j, kv in picks]),
+             torch.stack([kv[layer][1][j, :, :upto] for j, kv in picks])) for layer in range(len(picks[0][1]))]
+
+
+def _chunks(n: int, size: int):
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
+
+
+@torch.no_grad()
+def edited_logp(
+    model: torch.nn.Module,
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    response_ids: Tensor,
+    response_mask: Tensor,
+    rows: Tensor,
+    edited_ids: Tensor,
+    first_edit: Tensor,
+    *,
+    micro_batch_size: int = 128,
+    full_logp_fn: FullLogProbFn | None = None,
+) -> Tensor:
+    """Log-probs [n, R] of edited responses under ``model``, reusing the prompt's and the source's caches.
+
+    prompt_*: [B, P] left padded; response_*: [B, R] right padded (the unedited batch); rows: [n] source
+    row of each edited response; edited_ids: [n, R]; first_edit: [n] first response position where
+    edited_ids[i] differs from response_ids[rows[i]] (R: unedited). The attention mask of an edited row
+    is its source's. ``full_logp_fn`` (the loop's plain scorer) is used when the model's cache cannot be
+    cropped and shared.
+    """
+    n, R = edited_ids.shape
+    P = prompt_ids.shape[1]
+    out = torch.zeros(n, R, dtype=torch.float32, device=edited_ids.device)  # [n, R]
+    if n == 0:
+        return out
+    full = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
+    attention = torch.cat([prompt_mask, response_mask.long()], dim=1)  # [B, P+R]
+    sources = torch.unique(rows).tolist()
+    try:
+        # 1. distinct prompts: keys/values of prompt positions [0, P-1)
+        prompt_of: dict[int, int] = {}  # source row -> representative row of its prompt
+        seen: dict[tuple, int] = {}
+        for b in sources:
+            key = (tuple(prompt_ids[b].tolist()), tuple(prompt_mask[b].tolist()))
+            prompt_of[b] = seen.setdefault(key, b)
+        reps = list(seen.values())
+        prompt_kv: dict[int, tuple[int, Layers]] = {}
+        if P > 1:
+            for sl in _chunks(len(reps), micro_batch_size):
+                idx = torch.tensor(reps[sl])
+                _, kv = _run(model, full[idx, :P], attention[idx, :P], 0, None, want_cache=True)
+                prompt_kv.update({b: (j, kv) for j, b in enumerate(reps[sl])})
+        # 2. distinct source completions over their prompt: log-probs and keys/values of [0, P+R-1)
+        src_logp: dict[int, Tensor] = {}
+        src_kv: dict[int, tuple[int, Layers]] = {}
+        for sl in _chunks(len(sources), micro_batch_size):
+            idx = torch.tensor(sources[sl])
+            past = _gather(prompt_kv, [prompt_of[b] for b in sources[sl]], P - 1) if P > 1 else None
+            logits, kv = _run(model, full[idx], attention[idx], P - 1, past, want_cache=True)
+            logp = _token_logp(logits, response_ids[idx])  # [s, R]
+            for j, b in enumerate(sources[sl]):
+                src_logp[b], src_kv[b] = logp[j], (j, kv)
+    except NotImplementedError:
+        if full_logp_fn is None:
+            raise ValueError("edited_logp: the model's cache cannot be cropped and shared; pass full_logp_fn") from None
+        return full_logp_fn(prompt_ids[rows], prompt_mask[rows], edited_ids, response_mask[rows])
+    # 3. edited rows, bucketed by first edited position c: queries from P + c - 1 (unchanged, it
+    # predicts position c) on top of the source's keys/values of [0, P + c - 1)
+    for i in range(n):
+        c = int(first_edit[i])
+        out[i, :c] = src_logp[int(rows[i])][:c]
+    for c in sorted(set(first_edit.tolist())):
+        if c >= R:
+            continue
+        bucket = torch.nonzero(first_edit == c).flatten()
+        for sl in _chunks(len(bucket), micro_batch_size):
+            sel = bucket[sl]  # [m]
+            src = rows[sel]
+            ids = torch.cat([prompt_ids[src], edited_ids[sel]], dim=1)  # [m, P+R]
+            past = _gather(src_kv, src.tolist(), P + c - 1)
+            logits, _ = _run(model, ids, attention[src], P + c - 1, past, want_cache=False)
+            out[sel, c:] = _token_logp(logits, edited_ids[sel, c:])  # [m, R - c]
+    return out
