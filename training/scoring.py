@@ -73,8 +73,12 @@ def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, pas
 def _gather(store: dict[int, tuple[int, Layers]], keys: list[int], upto: int) -> Layers:
     """Stack the cached keys/values of positions [0, upto) of rows ``keys`` (row -> (index, layers))."""
     picks = [store[k] for k in keys]
+    first = picks[0][1]
+    if all(kv is first for _, kv in picks):  # one source chunk (the usual case): one index_select per tensor
+        idx = torch.tensor([j for j, _ in picks], device=first[0][0].device)
+        return [(k[:, :, :upto].index_select(0, idx), v[:, :, :upto].index_select(0, idx)) for k, v in first]
     return [(torch.stack([kv[layer][0][j, :, :upto] for j, kv in picks]),
-             torch.stack([kv[layer][1][j, :, :upto] for j, kv in picks])) for layer in range(len(picks[0][1]))]
+             torch.stack([kv[layer][1][j, :, :upto] for j, kv in picks])) for layer in range(len(first))]
 
 
 def _chunks(n: int, size: int):
@@ -98,6 +102,8 @@ def edited_logp(
 ) -> Tensor:
     """Log-probs [n, R] of edited responses under ``model``, reusing the prompt's and the source's caches.
 
+    Positions past the last valid token of a row's micro-batch are not computed (0): right padding.
+
     prompt_*: [B, P] left padded; response_*: [B, R] right padded (the unedited batch); rows: [n] source
     row of each edited response; edited_ids: [n, R]; first_edit: [n] first response position where
     edited_ids[i] differs from response_ids[rows[i]] (R: unedited). The attention mask of an edited row
@@ -112,6 +118,7 @@ def edited_logp(
     full = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
     attention = torch.cat([prompt_mask, response_mask.long()], dim=1)  # [B, P+R]
     sources = torch.unique(rows).tolist()
+    n_valid = response_mask.sum(-1).long()  # [B] right padded
     try:
         # 1. distinct prompts: keys/values of prompt positions [0, P-1)
         prompt_of: dict[int, int] = {}  # source row -> representative row of its prompt
@@ -131,9 +138,11 @@ def edited_logp(
         src_kv: dict[int, tuple[int, Layers]] = {}
         for sl in _chunks(len(sources), micro_batch_size):
             idx = torch.tensor(sources[sl])
+            L = max(1, int(n_valid[idx].max()))  # right padding past the longest row is never scored
             past = _gather(prompt_kv, [prompt_of[b] for b in sources[sl]], P - 1) if P > 1 else None
-            logits, kv = _run(model, full[idx], attention[idx], P - 1, past, want_cache=True)
-            logp = _token_logp(logits, response_ids[idx])  # [s, R]
+            logits, kv = _run(model, full[idx, : P + L], attention[idx, : P + L], P - 1, past, want_cache=True)
+            logp = torch.zeros(len(idx), R, dtype=torch.float32, device=edited_ids.device)  # [s, R]
+            logp[:, :L] = _token_logp(logits, response_ids[idx, :L])
             for j, b in enumerate(sources[sl]):
                 src_logp[b], src_kv[b] = logp[j], (j, kv)
     except NotImplementedError:
@@ -152,8 +161,11 @@ def edited_logp(
         for sl in _chunks(len(bucket), micro_batch_size):
             sel = bucket[sl]  # [m]
             src = rows[sel]
-            ids = torch.cat([prompt_ids[src], edited_ids[sel]], dim=1)  # [m, P+R]
+            L = int(n_valid[src].max())  # positions past every row's last valid token stay 0 (never scored)
+            if c >= L:
+                continue
+            ids = torch.cat([prompt_ids[src], edited_ids[sel, :L]], dim=1)  # [m, P+L]
             past = _gather(src_kv, src.tolist(), P + c - 1)
-            logits, _ = _run(model, ids, attention[src], P + c - 1, past, want_cache=False)
-            out[sel, c:] = _token_logp(logits, edited_ids[sel, c:])  # [m, R - c]
+            logits, _ = _run(model, ids, attention[src, : P + L], P + c - 1, past, want_cache=False)
+            out[sel, c:L] = _token_logp(logits, edited_ids[sel, c:L])  # [m, L - c]
     return out
