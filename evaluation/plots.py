@@ -112,14 +112,21 @@ def _band(ax: plt.Axes, x: np.ndarray, y: pd.DataFrame, color: str, label: str, 
 
 
 def accuracy_vs_step(res: Results, stem: Path) -> list[Path]:
-    """Left: eval Avg vs step (sft as a dashed line). Right: training accuracy vs step."""
+    """Left: eval Avg vs step from step 0 = the shared SFT start (also a dashed line). Right: training
+    accuracy vs step."""
     acc = seed_step_accuracy(res)
     methods = sort_methods(set(acc["method"]) | set(res.metrics.get("method", [])))
     with plt.rc_context(RC):
         fig, (ax_eval, ax_train) = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
+        start = acc[acc["method"] == START_METHOD].pivot(index="step", columns="seed", values=AVG)
         for method in methods:
             color = _color(method, methods)
             sub = acc[acc["method"] == method].pivot(index="step", columns="seed", values=AVG).sort_index()
+            if method != START_METHOD and not sub.empty and not start.empty and 0 not in sub.index:
+                # every RL run starts from the shared SFT checkpoint: step 0 is its evaluation (same seeds)
+                first = start.iloc[[0]].reindex(columns=sub.columns).set_axis([0])
+                if not first.isna().to_numpy().any():
+                    sub = pd.concat([first, sub]).sort_index()
             if method == START_METHOD:
                 if not sub.empty:
                     ax_eval.axhline(
