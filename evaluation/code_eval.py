@@ -1,4 +1,4 @@
-"""MBPP+ scoring through EvalPlus itself, offline, with an extra OS-level sandbox around it.
+"""MBPP+ and HumanEval+ scoring through EvalPlus itself, offline, with an extra OS-level sandbox around it.
 
 Layers, outermost first:
 
@@ -15,8 +15,8 @@ Layers, outermost first:
 3. **Crash isolation.** If a batch crashes (e.g. a sample kills its parent), the batch is split per task
    and then per sample; a sample whose own run crashes is recorded as failed (``status="crash"``).
 
-The dataset is read from a local file via ``MBPP_OVERRIDE_PATH`` (EvalPlus reads it at import time, so it
-is set in the child's environment); no download happens. Only the tasks present in ``samples`` are
+The dataset is read from a local file via ``MBPP_OVERRIDE_PATH`` / ``HUMANEVAL_OVERRIDE_PATH`` (EvalPlus
+reads it at import time, so it is set in the child's environment); no download happens. Only the tasks present in ``samples`` are
 written to the evaluated file, so a subset run computes a small ground truth. The expected-output cache
 (``<cache_dir>/<md5>.pkl``; ~750 MB for all 378 tasks) is kept in ``cache_dir``, owned by the caller;
 the sandbox sees a read-only link to it and a newly computed one is copied back after a successful run. Every run uses a
@@ -60,6 +60,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "evalplus_gt"
 PASS = "pass"
+# registered benchmark -> (EvalPlus dataset name, the environment variable that points EvalPlus at our file)
+EVALPLUS_SETS: Mapping[str, tuple[str, str]] = {
+    "mbpp_plus": ("mbpp", "MBPP_OVERRIDE_PATH"),
+    "humaneval_plus": ("humaneval", "HUMANEVAL_OVERRIDE_PATH"),
+}
 
 
 @dataclass(frozen=True)
@@ -176,13 +181,15 @@ def _chown_tree(path: Path, uid: int) -> None:
             os.chown(os.path.join(root, n), uid, -1)
 
 
-def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], *, cache_dir: Path,
-              config: SandboxConfig, prefix: list[str], owner: int | None) -> dict[int, tuple[str, str]] | None:
+def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], *, benchmark: str,
+              cache_dir: Path, config: SandboxConfig, prefix: list[str],
+              owner: int | None) -> dict[int, tuple[str, str]] | None:
     """One EvalPlus run over ``samples`` (index, sample); None if it crashed or timed out."""
     tasks = sorted({s["task_id"] for _, s in samples})
+    evalplus_name, override_var = EVALPLUS_SETS[benchmark]
     with tempfile.TemporaryDirectory(prefix="creditbench-evalplus-") as tmp:
         work = Path(tmp)
-        ds_path = work / "MbppPlus.subset.jsonl"
+        ds_path = work / f"{evalplus_name}.subset.jsonl"
         ds_path.write_text("".join(json.dumps(dataset[t]) + "\n" for t in tasks))
         sample_path = work / "samples.jsonl"
         with sample_path.open("w") as fh:
@@ -194,24 +201,24 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
         gt_name = hashlib.md5(ds_path.read_bytes()).hexdigest() + ".pkl"
         run_cache = work / "cache" / "evalplus"
         run_cache.mkdir(parents=True)
+        if owner is not None:  # before the cache link: chown through a hard link would hand over our file
+            _chown_tree(work, owner)
         if (cache_dir / gt_name).is_file():  # read-only for the sandbox: link (or copy) it in
             _link_or_copy(cache_dir / gt_name, run_cache / gt_name)
-        if owner is not None:
-            _chown_tree(work, owner)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(work / "home"),
             "PYTHONPATH": str(REPO_ROOT),
-            "MBPP_OVERRIDE_PATH": str(ds_path),
+            override_var: str(ds_path),
             "XDG_CACHE_HOME": str(work / "cache"),
             "EVALPLUS_MAX_MEMORY_BYTES": str(config.max_memory_bytes),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "TOKENIZERS_PARALLELISM": "false", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
         }
         cmd = prefix + [sys.executable, "-m", "evaluation.code_eval", "_worker", str(sample_path),
-                        "--parallel", str(config.parallel), "--min-time-limit", str(config.min_time_limit),
-                        "--gt-time-limit-factor", str(config.gt_time_limit_factor),
-]
+                        "--dataset", evalplus_name, "--parallel", str(config.parallel),
+                        "--min-time-limit", str(config.min_time_limit),
+                        "--gt-time-limit-factor", str(config.gt_time_limit_factor)]
         proc = subprocess.Popen(_rlimit_prefix(config) + cmd, cwd=work, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -235,7 +242,7 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
             log.warning("EvalPlus results hash does not match the evaluated dataset; treating as a crash")
             return None
         if not (cache_dir / gt_name).is_file() and (run_cache / gt_name).is_file():
-            shutil.copyfile(run_cache / gt_name, cache_dir / gt_name)  # owned by us, not the sandbox
+            _copy_atomic(run_cache / gt_name, cache_dir / gt_name)  # owned by us, not the sandbox
     verdicts: dict[int, tuple[str, str]] = {}
     per_task_idx: dict[str, list[int]] = {}
     for idx, s in samples:
@@ -247,6 +254,13 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
         for idx, rec in zip(idxs, recs):
             verdicts[idx] = (str(rec["base_status"]), str(rec["plus_status"]))
     return verdicts
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    """Copy so that concurrent jobs sharing ``cache_dir`` never link a half-written file."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -285,17 +299,24 @@ def _run_isolating(dataset: Mapping[str, dict], samples: list[tuple[int, dict]],
 
 # ----------------------------------------------------------------------------------------- public API
 
-def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], *, dataset_path: str | os.PathLike[str] | None = None,
-                       expected_sha256: str | None = BENCHMARKS["mbpp_plus"].sha256,
-                       cache_dir: str | os.PathLike[str] | None = None,
-                       config: SandboxConfig = SandboxConfig()) -> CodeEvalResult:
-    """Score MBPP+ samples with EvalPlus (base and plus tests) inside the sandbox.
+_UNSET: Any = object()
+
+
+def evaluate_evalplus(benchmark: str, samples: Sequence[Mapping[str, Any]], *,
+                      dataset_path: str | os.PathLike[str] | None = None,
+                      expected_sha256: str | None = _UNSET,
+                      cache_dir: str | os.PathLike[str] | None = None,
+                      config: SandboxConfig = SandboxConfig()) -> CodeEvalResult:
+    """Score ``mbpp_plus`` or ``humaneval_plus`` samples with EvalPlus (base and plus tests) in the sandbox.
 
     ``samples``: dicts with ``task_id`` and either ``solution`` (full program) or ``completion``
     (appended to the task prompt, EvalPlus convention). Several samples per task are allowed.
     Only the tasks that occur in ``samples`` are evaluated. pass@1 is the mean over those tasks of the
-    fraction of passing samples (plus = base and plus tests both pass).
+    fraction of passing samples (plus = base and plus tests both pass). ``expected_sha256`` defaults to
+    the registry's pin; None skips the check.
     """
+    if benchmark not in EVALPLUS_SETS:
+        raise ValueError(f"{benchmark!r} is not an EvalPlus set; valid: {sorted(EVALPLUS_SETS)}")
     try:
         import evalplus  # noqa: F401  (only to fail early with a clear message)
         from evalplus import __version__ as evalplus_version
@@ -303,11 +324,13 @@ def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], *, dataset_path: st
         raise SandboxUnavailable("EvalPlus is not installed: pip install 'creditbench[eval]'") from exc
     if not samples:
         raise ValueError("no samples to evaluate")
-    path = Path(dataset_path or DEFAULT_DATA_DIR / BENCHMARKS["mbpp_plus"].path)
+    if expected_sha256 is _UNSET:
+        expected_sha256 = BENCHMARKS[benchmark].sha256
+    path = Path(dataset_path or DEFAULT_DATA_DIR / BENCHMARKS[benchmark].path)
     actual = sha256_file(path)
     if expected_sha256 is not None and actual != expected_sha256:
         raise BenchmarkIntegrityError(
-            f"mbpp_plus: sha256 checksum mismatch for {path}: expected {expected_sha256}, actual {actual}")
+            f"{benchmark}: sha256 checksum mismatch for {path}: expected {expected_sha256}, actual {actual}")
     dataset = _read_dataset(path)
     indexed: list[tuple[int, dict]] = []
     for i, s in enumerate(samples):
@@ -321,7 +344,8 @@ def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], *, dataset_path: st
     prefix, isolation, owner = _isolation_prefix(config)
     counter = [0]
     t0 = time.monotonic()
-    verdicts = _run_isolating(dataset, indexed, counter, cache_dir=cache, config=config, prefix=prefix, owner=owner)
+    verdicts = _run_isolating(dataset, indexed, counter, benchmark=benchmark, cache_dir=cache, config=config,
+                              prefix=prefix, owner=owner)
     wall = time.monotonic() - t0
     results = tuple(SampleResult(i, s["task_id"], *verdicts[i]) for i, s in indexed)
     by_task: dict[str, list[SampleResult]] = {}
@@ -329,11 +353,16 @@ def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], *, dataset_path: st
         by_task.setdefault(r.task_id, []).append(r)
     p_base = sum(sum(r.passed_base for r in rs) / len(rs) for rs in by_task.values()) / len(by_task)
     p_plus = sum(sum(r.passed_plus for r in rs) / len(rs) for rs in by_task.values()) / len(by_task)
-    log.info("MBPP+: %d samples over %d tasks, pass@1 base %.3f plus %.3f in %.1f s (%d EvalPlus runs)",
+    log.info("%s: %d samples over %d tasks, pass@1 base %.3f plus %.3f in %.1f s (%d EvalPlus runs)", benchmark,
              len(results), len(by_task), p_base, p_plus, wall, counter[0])
     return CodeEvalResult(dataset_path=str(path), dataset_sha256=actual, samples=results,
                           pass_at_1_base=p_base, pass_at_1_plus=p_plus, config=config, isolation=isolation,
                           evalplus_version=str(evalplus_version), wall_s=wall, n_runs=counter[0])
+
+
+def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], **kwargs: Any) -> CodeEvalResult:
+    """:func:`evaluate_evalplus` on MBPP+ (same keyword arguments)."""
+    return evaluate_evalplus("mbpp_plus", samples, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------- worker
@@ -432,6 +461,7 @@ def _worker(argv: Sequence[str]) -> int:
     """Inside the sandbox: run ``evalplus.evaluate.evaluate`` and exit without waiting on its threads."""
     ap = argparse.ArgumentParser()
     ap.add_argument("samples")
+    ap.add_argument("--dataset", choices=["mbpp", "humaneval"], required=True)
     ap.add_argument("--parallel", type=int, required=True)
     ap.add_argument("--min-time-limit", type=float, required=True)
     ap.add_argument("--gt-time-limit-factor", type=float, required=True)
@@ -441,7 +471,7 @@ def _worker(argv: Sequence[str]) -> int:
     _install_extra_guard()
     rc = 0
     try:
-        evaluate(dataset="mbpp", samples=a.samples, parallel=a.parallel, min_time_limit=a.min_time_limit,
+        evaluate(dataset=a.dataset, samples=a.samples, parallel=a.parallel, min_time_limit=a.min_time_limit,
                  gt_time_limit_factor=a.gt_time_limit_factor)
     except BaseException:  # noqa: BLE001  (e.g. a sample killed a pool worker: BrokenProcessPool)
         traceback.print_exc()
@@ -458,6 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _worker(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m evaluation.code_eval")
     ap.add_argument("samples", help="JSONL with task_id and solution|completion")
+    ap.add_argument("--benchmark", choices=sorted(EVALPLUS_SETS), default="mbpp_plus")
     ap.add_argument("--dataset", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--parallel", type=int, default=2)
@@ -468,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     samples = [json.loads(line) for line in Path(a.samples).read_text().splitlines() if line.strip()]
     cfg = SandboxConfig(parallel=a.parallel, min_time_limit=a.min_time_limit,
                         gt_time_limit_factor=a.gt_time_limit_factor)
-    res = evaluate_mbpp_plus(samples, dataset_path=a.dataset, config=cfg)
+    res = evaluate_evalplus(a.benchmark, samples, dataset_path=a.dataset, config=cfg)
     text = json.dumps(res.to_dict(), indent=1)
     if a.out:
         Path(a.out).write_text(text)

@@ -3,7 +3,8 @@ sample, write per-sample records and a summary (avg@k with a 95 % bootstrap CI, 
 
 The same code path serves the embedded synthetic held-out set and the real benchmarks; only the
 problem loader and the prompt template differ. Per-sample records keep the response, the extracted
-answer, the verdict and its reason, so any number can be re-graded without regenerating.
+answer, the verdict and its reason, so any number can be re-graded without regenerating. ``generate``
+(raw samples) and ``score`` (verdicts + summary) are also used apart by ``evaluation.real_eval``.
 
     python -m evaluation.evaluate --config config/config.yaml --model-dir M --benchmark synthetic \
         --data heldout.jsonl --method dapo --seed 1 --step 60 --out-prefix OUT/eval/dapo/seed1/step60/synthetic
@@ -16,51 +17,58 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
-from evaluation.generate import SamplingParams, make_backend
 from evaluation.grader import GRADER_VERSION, Verdict, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
 from evaluation.templates import render
 from training.config import load_config
 from training.io import sha256_file, write_json_atomic, write_jsonl_atomic
-from training.runtime import setup_runtime
+
+if TYPE_CHECKING:  # torch is imported only where a model is loaded: scoring jobs stay light
+    from evaluation.generate import SamplingParams
 
 
-def grade_samples(problems: list[Problem], completions, *, rule: str | None, timeout_s: float,
+def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
                   workers: int) -> list[list[Verdict]]:
-    """Grade every sample; the pool is used only when a checker call may need sympy."""
-    pairs = [(c.text, p.answer) for p, group in zip(problems, completions) for c in group]
+    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for."""
+    pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
     if workers > 1:
         flat = grade_many(pairs, dataset=rule, timeout_s=timeout_s, workers=workers)
     else:
         flat = [grade(text, gold, dataset=rule, timeout_s=timeout_s) for text, gold in pairs]
-    k = len(completions[0]) if completions else 0
+    k = len(texts[0]) if texts else 0
     return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
 
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
+_IMPORT = re.compile(r"^(?:from\s+\S+\s+)?import\s+\S.*$", re.M)
 
 
 def code_sample(problem: Problem, text: str, template: str) -> dict:
     """EvalPlus sample: a base-model continuation is a ``completion`` of the prompt; a chat answer's
-    last fenced block (or the whole text) is a full ``solution``."""
+    last fenced block (or the whole text) is a full ``solution``, after the prompt's own import lines
+    that it lacks (answers often drop HumanEval's ``from typing import List``)."""
     if template.startswith("base"):
         return {"task_id": problem.id, "completion": text}
     blocks = _FENCE.findall(text)
-    return {"task_id": problem.id, "solution": blocks[-1] if blocks else text}
+    code = blocks[-1] if blocks else text
+    missing = [line for line in _IMPORT.findall(problem.question) if line not in code]
+    return {"task_id": problem.id, "solution": "".join(f"{line}\n" for line in missing) + code}
 
 
-def grade_code(problems: list[Problem], completions, template: str) -> tuple[list[list[Verdict]], dict]:
-    """Run MBPP+ samples through EvalPlus in its sandbox; a sample is correct when base and plus pass."""
-    from evaluation.code_eval import evaluate_mbpp_plus
+def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
+               benchmark: str = "mbpp_plus") -> tuple[list[list[Verdict]], dict]:
+    """Run MBPP+/HumanEval+ samples through EvalPlus in its sandbox; correct = base and plus tests pass."""
+    from evaluation.code_eval import evaluate_evalplus
 
-    samples = [code_sample(p, c.text, template) for p, group in zip(problems, completions) for c in group]
-    result = evaluate_mbpp_plus(samples)
+    samples = [code_sample(p, t, template) for p, group in zip(problems, texts) for t in group]
+    result = evaluate_evalplus(benchmark, samples)
     by_index = {r.index: r for r in result.samples}
-    k = len(completions[0]) if completions else 0
+    k = len(texts[0]) if texts else 0
     verdicts = []
     for i in range(len(problems)):
         row = []
@@ -71,54 +79,103 @@ def grade_code(problems: list[Problem], completions, template: str) -> tuple[lis
         verdicts.append(row)
     base = float(np.mean([[by_index[i * k + j].passed_base for j in range(k)] for i in range(len(problems))]))
     return verdicts, {"base_pass_at_1": base, "plus_pass_at_1": float(np.mean(
-        [[by_index[i * k + j].passed_plus for j in range(k)] for i in range(len(problems))]))}
+        [[by_index[i * k + j].passed_plus for j in range(k)] for i in range(len(problems))])),
+        "evalplus_version": result.evalplus_version, "sandbox": list(result.isolation)}
+
+
+def raw_samples(benchmark: str, problems: list[Problem], prompts: list[str], completions) -> list[dict]:
+    """Generated samples before grading (problem-major, ``sample`` = index within the problem)."""
+    return [{"benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompt, "response": c.text,
+             "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6)}
+            for p, prompt, group in zip(problems, prompts, completions) for j, c in enumerate(group)]
+
+
+def group_samples(problems: list[Problem], raw: list[dict], k: int) -> list[list[dict]]:
+    """``raw`` as k samples per problem, checking that it holds exactly these problems in this order."""
+    expected = [(p.id, j) for p in problems for j in range(k)]
+    actual = [(r["problem_id"], r["sample"]) for r in raw]
+    if actual != expected:
+        raise ValueError(f"raw samples do not match the problems x k={k} "
+                         f"(first: {actual[:3]} vs {expected[:3]})")
+    return [raw[i * k : (i + 1) * k] for i in range(len(problems))]
+
+
+def grade_letters(problems: list[Problem], texts: list[list[str]]) -> list[list[Verdict]]:
+    """Multiple choice scored by log-likelihood: the response *is* the chosen letter."""
+    return [[Verdict(correct=t == p.answer, extracted=t, reason="correct" if t == p.answer else "wrong",
+                     seconds=0.0) for t in group] for p, group in zip(problems, texts)]
+
+
+def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, template: str, seed: int,
+          grader_timeout_s: float, grader_workers: int = 1,
+          loglikelihood: bool = False) -> tuple[list[dict], dict]:
+    """Grade raw samples; returns (per-sample records, summary of the scores). ``loglikelihood``: the
+    responses are letters chosen by log-likelihood (lm-eval), compared with the gold letter."""
+    bench = get_benchmark(benchmark)
+    groups = group_samples(problems, raw, k)
+    texts = [[r["response"] for r in group] for group in groups]
+    extra: dict = {}
+    if loglikelihood:
+        verdicts = grade_letters(problems, texts)
+    elif bench.kind == "code":
+        verdicts, extra = grade_code(problems, texts, template, benchmark)
+    else:
+        verdicts = grade_samples(problems, texts, rule=bench.grader_rule, timeout_s=grader_timeout_s,
+                                 workers=grader_workers)
+    records, correct, answers = [], [], []
+    for p, group, vs in zip(problems, groups, verdicts):
+        correct.append([int(v.correct) for v in vs])
+        answers.append([v.extracted for v in vs])
+        for r, v in zip(group, vs):
+            records.append({**r, "answer": p.answer, "extracted": v.extracted, "correct": v.correct,
+                            "reason": v.reason, "grade_seconds": round(v.seconds, 6)})
+    arr = np.asarray(correct, dtype=int).reshape(len(problems), k)  # [P, k]
+    lo, hi = bootstrap_ci(arr.mean(axis=1), seed=seed)
+    reasons: dict[str, int] = {}
+    for r in records:
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    summary = {
+        "benchmark": benchmark, "n_problems": len(problems), "k": k, "n_samples": int(arr.size),
+        "avg_at_k": avg_at_k(arr), "ci95": [lo, hi], "pass_at_k": mean_pass_at_k(arr, k),
+        "maj_at_k": maj_at_k(answers, arr), "problem_ids": [p.id for p in problems],
+        "per_problem_correct": arr.tolist(), "reasons": dict(sorted(reasons.items())),
+        "grader_version": GRADER_VERSION, "template": template,
+        "mean_response_tokens": float(np.mean([r.get("tokens", 0) for r in records])) if records else 0.0,
+        **extra,
+    }
+    return records, summary
+
+
+def sampling_dict(params: SamplingParams) -> dict:
+    return {"n": params.n, "temperature": params.temperature, "top_p": params.top_p,
+            "max_new_tokens": params.max_new_tokens, "seed": params.seed}
+
+
+def generate(engine, benchmarks: dict[str, tuple[list[Problem], str]],
+             params: SamplingParams) -> dict[str, tuple[list[dict], float]]:
+    """Sample every set with one loaded backend; ``benchmarks``: name -> (problems, template).
+    Returns name -> (raw samples, generation seconds)."""
+    tokenizer = getattr(engine, "tokenizer", None)
+    out = {}
+    for name, (problems, template) in benchmarks.items():
+        prompts = [render(template, p, tokenizer) for p in problems]
+        t0 = time.perf_counter()
+        completions = engine.generate(prompts, params)
+        out[name] = (raw_samples(name, problems, prompts, completions), time.perf_counter() - t0)
+    return out
 
 
 def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], template: str, params: SamplingParams,
              backend: str, device: str, batch_size: int, grader_timeout_s: float, grader_workers: int = 1):
     """Generate and grade; returns (per-sample records, summary dict without run identifiers)."""
-    bench = get_benchmark(benchmark)
+    from evaluation.generate import make_backend
+
     engine = make_backend(backend, model_dir, seed=params.seed, device=device, batch_size=batch_size)
-    tokenizer = getattr(engine, "tokenizer", None)
-    prompts = [render(template, p, tokenizer) for p in problems]
-    t0 = time.perf_counter()
-    completions = engine.generate(prompts, params)
-    gen_seconds = time.perf_counter() - t0
-    extra: dict = {}
-    if bench.kind == "code":
-        verdicts, extra = grade_code(problems, completions, template)
-    else:
-        verdicts = grade_samples(problems, completions, rule=bench.grader_rule, timeout_s=grader_timeout_s,
-                                 workers=grader_workers)
-    records, correct, answers = [], [], []
-    for p, group, vs in zip(problems, completions, verdicts):
-        correct.append([int(v.correct) for v in vs])
-        answers.append([v.extracted for v in vs])
-        for j, (c, v) in enumerate(zip(group, vs)):
-            records.append({
-                "benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompts[len(correct) - 1],
-                "response": c.text, "answer": p.answer, "extracted": v.extracted, "correct": v.correct,
-                "reason": v.reason, "grade_seconds": round(v.seconds, 6), "tokens": len(c.token_ids),
-                "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6),
-            })
-    arr = np.asarray(correct, dtype=int)  # [P, k]
-    per_problem = arr.mean(axis=1)
-    lo, hi = bootstrap_ci(per_problem, seed=params.seed)
-    reasons: dict[str, int] = {}
-    for r in records:
-        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
-    summary = {
-        "benchmark": benchmark, "n_problems": len(problems), "k": params.n, "n_samples": int(arr.size),
-        "avg_at_k": avg_at_k(arr), "ci95": [lo, hi], "pass_at_k": mean_pass_at_k(arr, params.n),
-        "maj_at_k": maj_at_k(answers, arr), "problem_ids": [p.id for p in problems],
-        "per_problem_correct": arr.tolist(), "reasons": dict(sorted(reasons.items())),
-        "grader_version": GRADER_VERSION, "template": template,
-        "sampling": {"n": params.n, "temperature": params.temperature, "top_p": params.top_p,
-                     "max_new_tokens": params.max_new_tokens, "seed": params.seed},
-        "backend": backend, "generation_seconds": round(gen_seconds, 3),
-        "mean_response_tokens": float(np.mean([r["tokens"] for r in records])) if records else 0.0,
-        **extra,
-    }
+    raw, gen_seconds = generate(engine, {benchmark: (problems, template)}, params)[benchmark]
+    records, summary = score(benchmark, problems, raw, k=params.n, template=template, seed=params.seed,
+                             grader_timeout_s=grader_timeout_s, grader_workers=grader_workers)
+    summary.update({"sampling": sampling_dict(params), "backend": backend,
+                    "generation_seconds": round(gen_seconds, 3)})
     return records, summary
 
 
@@ -135,6 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.samples.jsonl and PREFIX.summary.json")
     parser.add_argument("--grader-workers", type=int, default=1)
     args = parser.parse_args(argv)
+    from evaluation.generate import SamplingParams
+    from training.runtime import setup_runtime
+
     cfg = load_config(args.config)
     setup_runtime(cfg.runtime)
     ev = cfg.eval

@@ -107,7 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    print(json.dumps(convert(a.out)))
+    try:
+        gguf = find_gguf()
+    except FileNotFoundError as exc:  # the package is optional: say what to install, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(convert(a.out, gguf)))
     if a.measure:
         m = measure(a.out, a.measure, a.max_new_tokens)
         for r in m["samples"]:

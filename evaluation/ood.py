@@ -17,12 +17,12 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluation.benchmarks import BENCHMARKS, LETTERS, BenchmarkError, load_benchmark
+from evaluation.benchmarks import BENCHMARKS, LETTERS, BenchmarkError, Problem, load_benchmark
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,18 @@ class LmEvalUnavailable(RuntimeError):
 
 
 @dataclass(frozen=True)
+class OODItem:
+    """One item's lm-eval verdict: the highest-likelihood letter vs the gold letter."""
+
+    id: str
+    correct: bool
+    predicted: str
+    target: str
+    logliks: tuple[float, ...] = ()
+    prompt: str = ""
+
+
+@dataclass(frozen=True)
 class OODResult:
     """lm-eval accuracy on one set (``skipped`` holds the reason when it was not run)."""
 
@@ -45,14 +57,20 @@ class OODResult:
     acc_stderr: float | None
     template: str = "lm_eval_mcq_letters_0shot"
     skipped: str = ""
+    items: tuple[OODItem, ...] = ()
 
 
-def task_config(name: str, data_file: str | os.PathLike[str], *, num_fewshot: int = 0) -> dict[str, Any]:
-    """lm-eval task config dict reading ``data_file`` (uniform JSONL) as its test split."""
+def task_config(name: str, data_file: str | os.PathLike[str], *, num_fewshot: int = 0,
+                cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """lm-eval task config dict reading ``data_file`` (uniform JSONL) as its test split; ``cache_dir``
+    keeps the HF datasets cache of that file out of ``~/.cache``."""
+    kwargs: dict[str, Any] = {"data_files": {"test": str(data_file)}}
+    if cache_dir is not None:
+        kwargs["cache_dir"] = str(cache_dir)
     return {
         "task": f"creditbench_{name}",
         "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+        "dataset_kwargs": kwargs,
         "test_split": "test",
         "output_type": "multiple_choice",
         "doc_to_text": DOC_TO_TEXT,
@@ -65,9 +83,11 @@ def task_config(name: str, data_file: str | os.PathLike[str], *, num_fewshot: in
 
 
 def write_task_file(name: str, path: Path, *, data_dir: str | os.PathLike[str] | None = None,
-                    gpqa_dir: str | os.PathLike[str] | None = None) -> int:
-    """Write the verified set as uniform JSONL; returns the number of items."""
-    problems = load_benchmark(name, data_dir=data_dir, gpqa_dir=gpqa_dir)
+                    gpqa_dir: str | os.PathLike[str] | None = None,
+                    problems: Sequence[Problem] | None = None) -> int:
+    """Write the verified set (or the given ``problems`` of it) as uniform JSONL; returns the item count."""
+    if problems is None:
+        problems = load_benchmark(name, data_dir=data_dir, gpqa_dir=gpqa_dir)
     with path.open("w") as fh:
         for p in problems:
             assert p.choices is not None
@@ -77,13 +97,32 @@ def write_task_file(name: str, path: Path, *, data_dir: str | os.PathLike[str] |
     return len(problems)
 
 
+def _items(samples: Sequence[Mapping[str, Any]]) -> tuple[OODItem, ...]:
+    """Per-item verdicts from lm-eval's logged samples (``filtered_resps``: (loglik, greedy) per option)."""
+    out = []
+    for s in sorted(samples, key=lambda s: s["doc_id"]):
+        doc = s["doc"]
+        logliks = [float(r[0]) for r in s["filtered_resps"]]
+        best = max(range(len(logliks)), key=logliks.__getitem__)
+        letters = doc["letters"]
+        out.append(OODItem(str(doc["id"]), bool(s["acc"]), letters[best], letters[doc["answer"]], tuple(logliks),
+                           str(s["arguments"][0][0])))
+    return tuple(out)
+
+
 def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SETS, limit: int | None = None,
             data_dir: str | os.PathLike[str] | None = None, gpqa_dir: str | os.PathLike[str] | None = None,
             device: str = "cpu", batch_size: int = 1, seed: int = 0, num_fewshot: int = 0,
-            dtype: str = "float32") -> dict[str, OODResult]:
-    """Evaluate a local HF model folder on the OOD sets with ``lm_eval.simple_evaluate``."""
+            dtype: str = "float32", problems: Mapping[str, Sequence[Problem]] | None = None,
+            model: Any = None, tokenizer: Any = None) -> dict[str, OODResult]:
+    """Evaluate a local HF model folder on the OOD sets with ``lm_eval.simple_evaluate``.
+
+    ``limit`` keeps the first N items of each set; ``problems`` (set -> verified items) replaces loading;
+    ``model`` / ``tokenizer``: an already loaded transformers model (then ``model_dir`` is not read).
+    """
     try:
         import lm_eval
+        from lm_eval.tasks import TaskManager
     except ImportError as exc:
         raise LmEvalUnavailable("lm-eval is not installed: pip install 'lm-eval[hf]' (extra 'eval')") from exc
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -96,30 +135,42 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
                 raise ValueError(f"{name} is not a multiple-choice set")
             f = Path(tmp) / f"{name}.jsonl"
             try:
-                sizes[name] = write_task_file(name, f, data_dir=data_dir, gpqa_dir=gpqa_dir)
+                if problems and name in problems:
+                    items = list(problems[name])
+                else:
+                    items = load_benchmark(name, data_dir=data_dir, gpqa_dir=gpqa_dir)[:limit]
+                sizes[name] = write_task_file(name, f, problems=items)
             except BenchmarkError as exc:
                 if not BENCHMARKS[name].external:
                     raise
                 log.warning("%s skipped: %s", name, exc)
                 results[name] = OODResult(name, 0, None, None, skipped=str(exc))
                 continue
-            configs.append(task_config(name, f, num_fewshot=num_fewshot))
+            configs.append(task_config(name, f, num_fewshot=num_fewshot, cache_dir=Path(tmp) / "hf_datasets"))
         if not configs:
             return results
         t0 = time.monotonic()
+        if model is not None:
+            from lm_eval.models.huggingface import HFLM
+
+            lm: Any = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+            model_args: dict[str, Any] = {}
+        else:
+            lm, model_args = "hf", {"pretrained": str(model_dir), "dtype": dtype}
         out = lm_eval.simple_evaluate(
-            model="hf", model_args={"pretrained": str(model_dir), "dtype": dtype}, tasks=configs,
-            device=device, batch_size=batch_size, limit=limit, random_seed=seed, numpy_random_seed=seed,
-            torch_random_seed=seed, fewshot_random_seed=seed, bootstrap_iters=0, log_samples=False)
+            model=lm, model_args=model_args, tasks=configs, device=device, batch_size=batch_size,
+            random_seed=seed, numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
+            bootstrap_iters=0, log_samples=True, task_manager=TaskManager(include_defaults=False))
         log.info("lm-eval on %s took %.1f s", [c["task"] for c in configs], time.monotonic() - t0)
     for name in tasks:
         if name in results:
             continue
         r = out["results"][f"creditbench_{name}"]
-        n = min(limit, sizes[name]) if limit else sizes[name]
         stderr = r.get("acc_stderr,none")
-        results[name] = OODResult(name, n, float(r["acc,none"]),
-                                  float(stderr) if isinstance(stderr, (int, float)) else None)
+        results[name] = OODResult(name, sizes[name], float(r["acc,none"]),
+                                  float(stderr) if isinstance(stderr, (int, float)) else None,
+                                  template=f"lm_eval_mcq_letters_{num_fewshot}shot",
+                                  items=_items(out["samples"][f"creditbench_{name}"]))
     return results
 
 

@@ -303,12 +303,13 @@ def _seed_of(dirname: str) -> int | None:
     return int(dirname[4:]) if dirname.startswith("seed") and dirname[4:].isdigit() else None
 
 
-def load_results(root: Path | str) -> Results:
-    """Read ``root/eval/*/seed*/step*/*.summary.json`` and ``root/runs/*/seed*/`` metrics and manifests."""
+def load_results(root: Path | str, eval_dir: str = "eval") -> Results:
+    """Read ``root/<eval_dir>/*/seed*/step*/*.summary.json`` and ``root/runs/*/seed*/`` metrics and manifests
+    (``eval_dir`` ``real_eval``: the real-benchmark evaluation of config ``real_eval``)."""
     root = Path(root)
-    paths = sorted((root / "eval").glob("*/seed*/step*/*.summary.json"))
+    paths = sorted((root / eval_dir).glob("*/seed*/step*/*.summary.json"))
     if not paths:
-        raise FileNotFoundError(f"no *.summary.json under {root / 'eval'}")
+        raise FileNotFoundError(f"no *.summary.json under {root / eval_dir}")
     evals = tuple(_read_summary(p) for p in paths)
     keys = [(r.method, r.seed, r.step, r.benchmark) for r in evals]
     if len(set(keys)) != len(keys):
@@ -1566,14 +1567,14 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
 
 
 def write_report(
-    results: Path, out: Path, opts: ReportOptions, *, plots_dir: Path | None = None
+    results: Path, out: Path, opts: ReportOptions, *, plots_dir: Path | None = None, eval_dir: str = "eval"
 ) -> list[Path]:
     """Load ``results``, write every table (and ``provenance.json``) to ``out``; plots when asked.
 
     Optional tables that no longer apply (e.g. ``code.md`` after code benchmarks were dropped) are
     removed so that the directory matches the results.
     """
-    res = load_results(results)
+    res = load_results(results, eval_dir)
     log.info("report options: %s", opts)
     paths: list[Path] = []
     tables = build_tables(res, opts)
@@ -1608,6 +1609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluation.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, required=True, help="results tree (OUT) with eval/ and runs/")
     parser.add_argument("--out", type=Path, default=None, help="table directory (default OUT/tables)")
+    parser.add_argument("--eval-dir", default="eval", help="summaries under OUT/EVAL_DIR (real_eval: real sets)")
     parser.add_argument("--baseline", default=ReportOptions.baseline, help="method to compare against")
     parser.add_argument("--claim", type=_parse_claim, action="append", default=[],
                         help="claimed gain to check, METHOD[:SCOPE]=PP, e.g. delta=3.26 (repeatable)")  # fmt: skip
@@ -1641,7 +1643,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     out = args.out or args.results / "tables"
     figures = (args.figures or args.results / "figures") if args.plots else None
-    for path in write_report(args.results, out, opts, plots_dir=figures):
+    for path in write_report(args.results, out, opts, plots_dir=figures, eval_dir=args.eval_dir):
         print(path)
     return 0
 

@@ -39,6 +39,7 @@ class TaskConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     source: str | None
+    convert_gguf: bool
     arch: str
     vocab_size: int
     hidden_size: int
@@ -92,6 +93,37 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class RealEvalConfig:
+    """Real benchmarks on chosen checkpoints (rules real_generate, real_score, real_report)."""
+
+    sets: tuple[str, ...]
+    limit: int | None
+    limit_per_set: Mapping[str, int | None]
+    subset_seed: int | None
+    checkpoints: tuple[str, ...]
+    seeds: tuple[int, ...] | None
+    methods: tuple[str, ...] | None
+    k: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    batch_size: int
+    templates: Mapping[str, str]
+    num_fewshot: int
+
+    def limit_for(self, name: str) -> int | None:
+        """Problems evaluated of set ``name`` (None = all)."""
+        return self.limit_per_set[name] if name in self.limit_per_set else self.limit
+
+
+def _build_real_eval(section: Mapping[str, Any]) -> RealEvalConfig:
+    s = dict(section)
+    for key in ("sets", "checkpoints", "seeds", "methods"):
+        s[key] = None if s[key] is None else tuple(s[key])
+    return _build(RealEvalConfig, s)
+
+
+@dataclass(frozen=True)
 class DataConfig:
     benchmarks_dir: str
     gpqa_dir: str
@@ -100,6 +132,7 @@ class DataConfig:
 @dataclass(frozen=True)
 class ReportConfig:
     baseline: str
+    audit_max_samples: int
 
 
 @dataclass(frozen=True)
@@ -191,6 +224,7 @@ class Config:
     sft: SFTConfig
     rl: RLConfig
     eval: EvalConfig
+    real_eval: RealEvalConfig
     data: DataConfig
     report: ReportConfig
     runtime: RuntimeConfig
@@ -223,8 +257,9 @@ def load_schema() -> dict:
         return yaml.safe_load(f)
 
 
-def validate_config(raw: Mapping[str, Any]) -> dict:
-    """Validate and fill defaults; raise ConfigError naming the offending key path."""
+def validate_config(raw: Mapping[str, Any], *, check_presets: bool = True) -> dict:
+    """Validate and fill defaults; raise ConfigError naming the offending key path. ``check_presets=False``
+    skips the preset lookup (it imports torch) for torch-free jobs reading an already validated file."""
     data = json.loads(json.dumps(raw))  # deep copy, plain types
     validator = _with_defaults(jsonschema.Draft202012Validator)(load_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
@@ -234,6 +269,15 @@ def validate_config(raw: Mapping[str, Any]) -> dict:
             where = "/".join(str(p) for p in err.absolute_path) or "<top level>"
             lines.append(f"config key '{where}': {err.message}")
         raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+    if check_presets:
+        _check_presets(data)
+    _check_real_eval(data)
+    if data["model"]["convert_gguf"] and not data["model"]["source"]:
+        raise ConfigError("config key 'model/convert_gguf': needs model.source (the folder it writes)")
+    return data
+
+
+def _check_presets(data: Mapping[str, Any]) -> None:
     from training.presets import get_preset  # local: presets import nothing from here
 
     for method in data["methods"]:
@@ -244,7 +288,18 @@ def validate_config(raw: Mapping[str, Any]) -> dict:
     for name in data["algorithms"]:
         if name not in data["methods"]:
             raise ConfigError(f"config key 'algorithms/{name}': not one of methods {data['methods']}")
-    return data
+
+
+def _check_real_eval(data: Mapping[str, Any]) -> None:
+    """real_eval seeds / methods must be the experiment's; limit_per_set keys must be listed sets."""
+    section = data["real_eval"]
+    for key in ("seeds", "methods"):
+        extra = [v for v in section[key] or () if v not in data[key]]
+        if extra:
+            raise ConfigError(f"config key 'real_eval/{key}': {extra} not in {key} {data[key]}")
+    extra = [name for name in section["limit_per_set"] if name not in section["sets"]]
+    if extra:
+        raise ConfigError(f"config key 'real_eval/limit_per_set': {extra} not in real_eval/sets")
 
 
 def _build(cls, section: Mapping[str, Any]):
@@ -252,8 +307,8 @@ def _build(cls, section: Mapping[str, Any]):
     return cls(**kwargs)
 
 
-def config_from_dict(raw: Mapping[str, Any]) -> Config:
-    data = validate_config(raw)
+def config_from_dict(raw: Mapping[str, Any], *, check_presets: bool = True) -> Config:
+    data = validate_config(raw, check_presets=check_presets)
     ev = dict(data["eval"])
     ev["benchmarks"] = tuple(ev["benchmarks"])
     return Config(
@@ -268,6 +323,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         sft=_build(SFTConfig, data["sft"]),
         rl=_build(RLConfig, data["rl"]),
         eval=_build(EvalConfig, ev),
+        real_eval=_build_real_eval(data["real_eval"]),
         data=_build(DataConfig, data["data"]),
         report=_build(ReportConfig, data["report"]),
         runtime=_build(RuntimeConfig, data["runtime"]),
@@ -277,13 +333,14 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
     )
 
 
-def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Config:
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None, *,
+                check_presets: bool = True) -> Config:
     """Read a YAML config (optionally deep-merged with ``overrides``), validate, build dataclasses."""
     with open(path) as f:
         raw = yaml.safe_load(f) or {}
     if overrides:
         raw = deep_merge(raw, overrides)
-    return config_from_dict(raw)
+    return config_from_dict(raw, check_presets=check_presets)
 
 
 def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:

@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("evalplus")
 
 from evaluation.benchmarks import DEFAULT_DATA_DIR, BenchmarkIntegrityError
-from evaluation.code_eval import CodeEvalResult, SandboxConfig, evaluate_mbpp_plus
+from evaluation.code_eval import CodeEvalResult, SandboxConfig, evaluate_evalplus, evaluate_mbpp_plus
 
 DATASET = DEFAULT_DATA_DIR / "mbpp_plus" / "MbppPlus.jsonl.gz"
 TASK = "Mbpp/455"  # check_monthnumb_number(monthnum2): 3 base inputs, 13 plus inputs
@@ -226,3 +226,16 @@ def test_dataset_checksum_enforced(tmp_path: Path) -> None:
 def test_unknown_task_rejected() -> None:
     with pytest.raises(ValueError, match="unknown task_id"):
         evaluate_mbpp_plus([{"task_id": "Mbpp/99999", "completion": "x"}], dataset_path=DATASET)
+
+
+def test_humaneval_plus_ground_truth_passes_and_trivial_code_fails(tmp_path: Path) -> None:
+    """HumanEval+ through the same sandbox, on two tasks (expected outputs computed for those only)."""
+    path = DEFAULT_DATA_DIR / "humaneval_plus" / "HumanEvalPlus.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        rows = [json.loads(line) for _, line in zip(range(2), fh)]
+    samples = [{"task_id": r["task_id"], "completion": r["canonical_solution"]} for r in rows]
+    samples += [{"task_id": r["task_id"], "solution": f"def {r['entry_point']}(*args):\n    return None\n"}
+                for r in rows]
+    res = evaluate_evalplus("humaneval_plus", samples, cache_dir=tmp_path / "gt", config=CFG)
+    assert [s.passed_plus for s in res.samples] == [True, True, False, False]
+    assert res.pass_at_1_plus == 0.5 and len(list((tmp_path / "gt").glob("*.pkl"))) == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.benchmarks import resolve_gpqa_dir
+from evaluation.benchmarks import load_benchmark, resolve_gpqa_dir
 from evaluation.ood import OOD_SETS, task_config, write_task_file
 
 
@@ -56,6 +56,31 @@ def test_lm_eval_runs_offline_on_tiny_model(tmp_path: Path) -> None:
         assert res["gpqa_diamond"].n == 5 and res["gpqa_diamond"].acc is not None
     else:
         assert res["gpqa_diamond"].skipped
+    arc = res["arc_challenge"]
+    assert [i.id for i in arc.items] == [p.id for p in load_benchmark("arc_challenge")[:5]]
+    assert sum(i.correct for i in arc.items) / 5 == arc.acc
+    assert all(i.correct == (i.predicted == i.target) and len(i.logliks) == 4 for i in arc.items)
+
+
+def test_lm_eval_with_a_loaded_model_matches_the_folder(tmp_path: Path) -> None:
+    """real_eval hands lm-eval the model its generate job already loaded: same verdicts as from the folder."""
+    pytest.importorskip("lm_eval")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evaluation.ood import run_ood
+
+    torch.set_num_threads(1)
+    model = _tiny_model(tmp_path / "tiny")
+    chosen = {"mmlu_stem": load_benchmark("mmlu_stem")[10:14]}
+    by_path = run_ood(model, tasks=["mmlu_stem"], problems=chosen)["mmlu_stem"]
+    loaded = run_ood(tmp_path / "unused", tasks=["mmlu_stem"], problems=chosen,
+                     model=AutoModelForCausalLM.from_pretrained(model),
+                     tokenizer=AutoTokenizer.from_pretrained(model))["mmlu_stem"]
+    assert [i.id for i in by_path.items] == [p.id for p in chosen["mmlu_stem"]]
+    assert [(i.id, i.predicted) for i in loaded.items] == [(i.id, i.predicted) for i in by_path.items]
+    for a, b in zip(loaded.items, by_path.items):
+        assert a.logliks == pytest.approx(b.logliks, abs=1e-4)
 
 
 def test_gpqa_missing_is_skipped_not_fatal(tmp_path: Path) -> None:

@@ -317,3 +317,15 @@ def test_heatmap_sample_choice_and_scale(fake_results: Callable[..., Path]) -> N
     norm, _ = plots._scale(np.array([-0.5, 1.0, 2.0]))
     assert (norm.vmin, norm.vcenter, norm.vmax) == (-0.5, 1.0, 2.0)
     assert plots._display_token("a\n") == "a↵"
+
+
+def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callable[..., Path]) -> None:
+    """``--eval-dir real_eval`` (rule real_report): the same tables from OUT/real_eval, OUT/eval untouched."""
+    out = fake_results(kinds=True)
+    (out / "eval").rename(out / "real_eval")
+    with pytest.raises(FileNotFoundError, match="summary"):
+        report.load_results(out)
+    args = ["--results", str(out), "--eval-dir", "real_eval", "--out", str(out / "real_tables"), "--n-boot", "200",
+            "--n-perm", "200"]
+    assert report.main(args) == 0
+    assert {"main.md", "code.md", "ood.md", "gsm8k.md"} <= {p.name for p in (out / "real_tables").iterdir()}

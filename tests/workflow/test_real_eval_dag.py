@@ -1,0 +1,85 @@
+"""The real-benchmark rules (config real_eval) in the DAG: dry runs list their jobs for the default
+config, none for CI, the overlay switches to the full sets; one tiny run goes through the split rules."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evaluation.benchmarks import BENCHMARKS, load_benchmark
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS = REPO / "config" / "experiments"
+
+
+def snakemake(out: Path, *args: str, timeout: int = 120) -> str:
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--config", f"output_dir={out}", *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def job_counts(text: str) -> dict[str, int]:
+    stats = text[text.index("Job stats:"):]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
+
+
+def test_default_dry_run_lists_sft_and_seed1_finals_on_every_set(tmp_path):
+    jobs = job_counts(snakemake(tmp_path, "-n"))
+    assert (jobs["real_generate"], jobs["real_score"], jobs["real_report"]) == (5, 5, 1)
+    resolved = yaml.safe_load((tmp_path / "config.resolved.yaml").read_text())
+    assert resolved["real_eval"]["limit"] == 2
+
+
+def test_ci_dry_run_has_no_real_eval_jobs(tmp_path):
+    jobs = job_counts(snakemake(tmp_path, "-n", "--configfile", str(EXPERIMENTS / "ci.yaml")))
+    assert not {"real_generate", "real_score", "real_report"} & set(jobs)
+
+
+def test_full_sets_overlay_and_gguf_rule_of_real_smoke(tmp_path):
+    overlay = REPO / "config" / "overlays" / "benchmarks_full.yaml"
+    text = snakemake(tmp_path, "-n", "--configfile", str(EXPERIMENTS / "real_smoke.yaml"), str(overlay))
+    resolved = yaml.safe_load((tmp_path / "config.resolved.yaml").read_text())
+    assert resolved["real_eval"]["limit"] is None and resolved["experiment"] == "real_smoke"
+    jobs = job_counts(text)
+    assert jobs["convert_gguf"] == 1 and (jobs["real_generate"], jobs["real_score"]) == (2, 2)
+    assert text.index("rule convert_gguf") < text.index("rule build_model")
+
+
+TINY = {
+    "experiment": "real_eval_test", "seeds": [1], "methods": ["dapo"],
+    "task": {"n_train": 200, "n_heldout": 8},
+    "model": {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 64,
+              "vocab_size": 256},
+    "sft": {"steps": 0},
+    "rl": {"steps": 1, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 4, "max_new_tokens": 8,
+           "checkpoint_every": 1},
+    "eval": {"k": 1, "max_new_tokens": 8},
+    "real_eval": {"sets": ["gsm8k"], "limit": 2, "max_new_tokens": 8},
+}
+
+
+@pytest.mark.slow
+def test_tiny_model_through_generate_score_and_report(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY))
+    out = tmp_path / "out"
+    snakemake(out, "--configfile", str(config), "--", str(out / "real_tables"), timeout=600)
+    ids = [p.id for p in load_benchmark("gsm8k")[:2]]
+    for ckpt in ("sft/seed1/step0", "dapo/seed1/step1"):
+        d = out / "real_eval" / ckpt
+        raw = [json.loads(x) for x in (d / "gsm8k.raw.jsonl").read_text().splitlines()]
+        summary = json.loads((d / "gsm8k.summary.json").read_text())
+        assert [r["problem_id"] for r in raw] == ids == summary["problem_ids"]
+        assert (summary["n_problems"], summary["k"], summary["limit"]) == (2, 1, 2)
+        assert summary["data_sha256"] == BENCHMARKS["gsm8k"].sha256 and summary["template"] == "base_boxed"
+        assert summary["sampling"]["max_new_tokens"] == 8
+    table = (out / "real_tables" / "gsm8k.md").read_text()
+    assert "DAPO" in table and "SFT (start)" in table
+    assert not (out / "eval" / "sft" / "seed1" / "step0" / "gsm8k.summary.json").exists()
