@@ -22,6 +22,18 @@ Tolerances come from ``REFERENCE_DIR/tolerances.yaml`` (or ``--tolerances``)::
     ignore: ["time_*", "mem_*"]   # never compared; this is the default (timing is machine-dependent)
     keys:                     # optional row keys per table (default: method, scope, step, ... if present)
       learning: [method, step]
+    other_machine:            # optional overlay used when this machine is not the reference's (below)
+      default: 15.0
+      columns: {"failures:correct": 8}
+
+Machines. ``--update`` also writes ``REFERENCE_DIR/machine.json``, the fingerprint of the machine that
+recorded the reference (:func:`machine_fingerprint`: CPU model and vector ISA torch dispatches to, torch /
+transformers / tokenizers versions). Float rounding differs between CPUs, and an RL run that samples
+from a slightly different policy soon draws different tokens, so on another machine a tiny DAG's
+numbers are a different random draw, not a regression: when the fingerprints differ the
+``other_machine`` overlay (its ``default`` replaces the default, its ``columns`` come first) applies
+and the run says so. On the recording machine the tables are byte-identical run to run, so the base
+tolerances can be tight.
 
 Strings are always compared exactly, and so are integers (counts) unless a pattern names their column.
 ``--update`` copies the result CSVs over the reference (stale reference CSVs are removed), only from a
@@ -34,6 +46,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import fnmatch
+import json
 import logging
 import math
 import re
@@ -53,7 +66,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_IGNORE: tuple[str, ...] = ("time_*", "mem_*")
 KEY_CANDIDATES: tuple[str, ...] = ("method", "baseline", "scope", "benchmark", "step", "seed", "phase")
-TOLERANCE_KEYS = frozenset({"default", "columns", "drift", "ignore", "keys"})
+TOLERANCE_KEYS = frozenset({"default", "columns", "drift", "ignore", "keys", "other_machine"})
+OVERLAY_KEYS = frozenset({"default", "columns"})
+MACHINE_FILE = "machine.json"
 INT_RE = re.compile(r"^[+-]?\d+$")
 EXIT_OK, EXIT_REGRESSION, EXIT_REFUSED = 0, 1, 2
 
@@ -117,8 +132,10 @@ def _tolerance(value: Any, where: str) -> Tolerance:
     raise ValueError(f"{where}: a tolerance is a number or {{abs, k, scale}}, got {value!r}")
 
 
-def load_tolerances(path: Path | None) -> Tolerances:
-    """Read a tolerance file; missing file -> defaults (exact numbers, timing ignored)."""
+def load_tolerances(path: Path | None, *, other_machine: bool = False) -> Tolerances:
+    """Read a tolerance file; missing file -> defaults (exact numbers, timing ignored).
+
+    ``other_machine``: apply the file's ``other_machine`` overlay (see the module docstring)."""
     if path is None or not path.is_file():
         return Tolerances()
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -127,9 +144,15 @@ def load_tolerances(path: Path | None) -> Tolerances:
     unknown = sorted(set(raw) - TOLERANCE_KEYS)
     if unknown:
         raise ValueError(f"{path}: unknown keys {unknown}; valid: {sorted(TOLERANCE_KEYS)}")
-    columns = tuple(
-        (str(p), _tolerance(v, f"{path}: columns[{p!r}]")) for p, v in (raw.get("columns") or {}).items()
-    )
+    overlay = raw.get("other_machine") or {}
+    if not isinstance(overlay, Mapping) or set(overlay) - OVERLAY_KEYS:
+        raise ValueError(f"{path}: other_machine takes only {sorted(OVERLAY_KEYS)}")
+    column_items = list((raw.get("columns") or {}).items())
+    if other_machine:
+        column_items = list((overlay.get("columns") or {}).items()) + column_items
+        if "default" in overlay:
+            raw = {**raw, "default": overlay["default"]}
+    columns = tuple((str(p), _tolerance(v, f"{path}: columns[{p!r}]")) for p, v in column_items)
     drift = tuple((str(p), float(v)) for p, v in (raw.get("drift") or {}).items())
     ignore = tuple(str(p) for p in raw["ignore"]) if raw.get("ignore") is not None else DEFAULT_IGNORE
     keys = tuple((str(t), tuple(str(c) for c in cols)) for t, cols in (raw.get("keys") or {}).items())
@@ -303,6 +326,55 @@ def compare(results: Path, reference: Path, tol: Tolerances) -> Report:
 
 
 # ----------------------------------------------------------------------------------------------------
+# Machines
+# ----------------------------------------------------------------------------------------------------
+
+
+def machine_fingerprint() -> dict[str, str]:
+    """What decides the float rounding of a CPU run: CPU model, torch's vector ISA, library versions."""
+    import importlib.metadata
+    import platform
+
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {"machine": platform.machine(), "cpu_model": model}
+    try:
+        import torch
+
+        info["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 - torch absent or too old: the fingerprint just lacks the field
+        info["torch_cpu_capability"] = "unknown"
+    for name in ("torch", "transformers", "tokenizers"):
+        try:
+            info[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            info[name] = "absent"
+    return info
+
+
+def reference_machine(reference: Path) -> dict[str, str] | None:
+    path = reference / MACHINE_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def machine_differences(reference: Path, here: Mapping[str, str]) -> list[str]:
+    """``key: reference -> here`` for each fingerprint field that differs (empty: same machine, or no
+    fingerprint recorded, which keeps the strict tolerances)."""
+    ref = reference_machine(reference)
+    if ref is None:
+        return []
+    return [f"{k}: {ref.get(k)!r} -> {here.get(k)!r}" for k in sorted(set(ref) | set(here)) if ref.get(k) != here.get(k)]
+
+
+# ----------------------------------------------------------------------------------------------------
 # Re-recording the reference
 # ----------------------------------------------------------------------------------------------------
 
@@ -350,6 +422,7 @@ def update_reference(results: Path, reference: Path, reason: str) -> int:
         print(f"removed stale reference {stale}")
     for name, path in new.items():
         atomic_write_text(reference / name, path.read_text(encoding="utf-8"))
+    atomic_write_text(reference / MACHINE_FILE, json.dumps(machine_fingerprint(), indent=2, sort_keys=True) + "\n")
     changelog = reference / "CHANGELOG.md"
     text = (
         changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Reference tables changelog\n\n"
@@ -383,7 +456,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    tol = load_tolerances(args.tolerances or args.reference / "tolerances.yaml")
+    differences = [] if args.update else machine_differences(args.reference, machine_fingerprint())
+    if differences:
+        print("regress: this machine is not the one that recorded the reference ("
+              + "; ".join(differences) + "): using the other_machine tolerances")
+    tol = load_tolerances(args.tolerances or args.reference / "tolerances.yaml", other_machine=bool(differences))
     if args.update:
         if not args.reason:
             print("regress --update: --reason TEXT is required", file=sys.stderr)

@@ -134,6 +134,7 @@ def test_update_refuses_dirty_tree_and_records_reason(
     assert (ref / "main.csv").read_bytes() == (out / "tables" / "main.csv").read_bytes()
     changelog = (ref / "CHANGELOG.md").read_text()
     assert "grader v3 re-score" in changelog and "· commit " in changelog
+    assert regress.reference_machine(ref) == regress.machine_fingerprint()  # the recording machine
     assert regress.main([str(out), str(ref)]) == 0
 
 
@@ -141,3 +142,29 @@ def test_unknown_tolerance_keys_are_named(tmp_path: Path) -> None:
     (tmp_path / "tolerances.yaml").write_text("defualt: 1\n")
     with pytest.raises(ValueError, match="defualt"):
         regress.load_tolerances(tmp_path / "tolerances.yaml")
+
+
+def test_other_machine_overlay_applies_only_when_the_fingerprint_differs(
+    tables: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, ref = tables
+    _edit(ref / "main.csv", "delta,DelTA,77.5000,", "delta,DelTA,74.0000,")  # |Δ| = 3.5
+    _edit(ref / "failures.csv", "dapo,DAPO,504,", "dapo,DAPO,505,")  # a count (samples): exact unless named
+    (ref / "tolerances.yaml").write_text(
+        'default: 1.0\nother_machine:\n  default: 5.0\n  columns: {"failures:samples": 2}\n'
+    )
+    here = regress.machine_fingerprint()
+    assert {"cpu_model", "torch_cpu_capability", "torch", "transformers"} <= set(here)
+    (ref / "machine.json").write_text(__import__("json").dumps(here))  # recorded here: strict
+    assert regress.main([str(out), str(ref)]) == 1
+    printed = capsys.readouterr().out
+    assert "(|Δ|=3.5 > tol 1)" in printed and "exact count" in printed and "other_machine" not in printed
+    (ref / "machine.json").write_text(__import__("json").dumps({**here, "cpu_model": "Some Other CPU"}))
+    assert regress.main([str(out), str(ref)]) == 0  # elsewhere: the overlay's tolerances
+    printed = capsys.readouterr().out
+    assert "not the one that recorded the reference (cpu_model: 'Some Other CPU' -> " in printed
+    _edit(ref / "main.csv", "delta,DelTA,74.0000,", "delta,DelTA,70.0000,")  # |Δ| = 7.5 > 5
+    assert regress.main([str(out), str(ref)]) == 1
+    with pytest.raises(ValueError, match="other_machine"):
+        (ref / "tolerances.yaml").write_text("other_machine:\n  ignore: ['x']\n")
+        regress.load_tolerances(ref / "tolerances.yaml", other_machine=True)
