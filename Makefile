@@ -13,7 +13,7 @@ $(BIN)/activate:
 setup: $(BIN)/activate
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0          # CPU wheel, pinned first (a range pulls a CUDA build)
-	$(BIN)/pip install -q -e '.[test,eval,trl]'
+	$(BIN)/pip install -q -e '.[test,eval,trl,slurm]'
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete

@@ -88,3 +88,11 @@ def test_prepare_data_writes_the_dag_format_from_a_registered_set(tmp_path):
     assert rows[0]["prompt"].startswith("Question: ") and rows[0]["prompt"].endswith("\nAnswer:")
     manifest = json.loads(out["manifest"].read_text())
     assert manifest["files"]["train"]["count"] == 3 and manifest["train_data"]["sha256"].startswith("246ae23d")
+
+
+def test_ablations_recipe_trains_every_preset_on_the_default_budget():
+    from training.presets import PRESETS
+
+    abl, default = _load("ablations.yaml"), load_config(REPO_ROOT / "config" / "config.yaml")
+    assert sorted(abl.methods) == sorted(PRESETS)
+    assert (abl.rl, abl.sft, abl.task, abl.model) == (default.rl, default.sft, default.task, default.model)
