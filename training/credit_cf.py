@@ -188,9 +188,17 @@ def detect_spans(
     return out[:max_spans]
 
 
-def token_pieces(ids: Sequence[int], tokenizer: Any) -> list[str]:
-    """Per-token decoded text (one decode per token, as the reference's ``tokenizer.decode([t])``)."""
-    return list(tokenizer.batch_decode([[int(i)] for i in ids]))
+def token_pieces(ids: Sequence[int], tokenizer: Any, cache: dict[int, str] | None = None) -> list[str]:
+    """Per-token decoded text (one decode per token, as the reference's ``tokenizer.decode([t])``).
+
+    ``cache`` (token id -> text) is filled and reused across calls: each distinct id is decoded once."""
+    ids = [int(i) for i in ids]
+    if cache is None:
+        return list(tokenizer.batch_decode([[i] for i in ids]))
+    new = sorted(set(ids) - cache.keys())
+    if new:
+        cache.update(zip(new, tokenizer.batch_decode([[i] for i in new])))
+    return [cache[i] for i in ids]
 
 
 def cf_spans(
@@ -201,15 +209,17 @@ def cf_spans(
     max_spans: int = 10,
     min_length: int = 5,
     max_length: int = 50,
+    pieces_cache: dict[int, str] | None = None,
 ) -> CFSpans:
     """Regions and counterfactual spans of one completion (response token ids, no padding needed).
 
     ``stop_ids`` (EOS, pad) end the clean completion; the answer marker and the spans are searched before it.
+    ``pieces_cache``: see :func:`token_pieces`.
     """
     ids = [int(i) for i in ids]
     stops = set(int(s) for s in stop_ids if s is not None)
     clean_end = next((j for j, t in enumerate(ids) if t in stops), len(ids))
-    pieces = token_pieces(ids[:clean_end], tokenizer)
+    pieces = token_pieces(ids[:clean_end], tokenizer, pieces_cache)
     answer_start = find_answer_start(pieces)
     reasoning_end = clean_end if answer_start is None else answer_start
     found = detect_spans(
@@ -259,9 +269,8 @@ def soft_weights(
     """
     clean_end = len(pieces)
     imp = importance.clone().to(torch.float64)  # [L_clean]
-    for j, piece in enumerate(pieces):
-        if imp[j] > 0 and piece.strip() in FORMAT_TOKENS:
-            imp[j] *= FORMAT_DAMPING
+    fmt = torch.tensor([piece.strip() in FORMAT_TOKENS for piece in pieces], dtype=torch.bool)  # [L_clean]
+    imp = torch.where(fmt & (imp > 0), imp * FORMAT_DAMPING, imp)
     w = torch.ones(n_valid, dtype=torch.float64)  # [n_valid]; padding stays 1
     w[:clean_end] = min_weight + (boost - min_weight) * imp
     if answer_start is not None:
@@ -371,14 +380,15 @@ def cf_with_spans(
     # 1-2. regions and spans per unique completion (dedupe on prompt + response, as the reference's hash)
     key_of: list[tuple] = []
     info: dict[tuple, tuple[int, CFSpans, list[str]]] = {}
+    pieces: dict[int, str] = {}  # token id -> decoded text, decoded once per batch
     for b in range(B):
         prompt = tuple(batch.prompt_ids[b][batch.prompt_mask[b] > 0].tolist())
         resp = tuple(ids[b, : n_valid[b]].tolist())
         key = (prompt, resp)
         key_of.append(key)
         if key not in info:
-            sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans)
-            info[key] = (b, sp, token_pieces(resp[: sp.clean_end], batch.tokenizer))
+            sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans, pieces_cache=pieces)
+            info[key] = (b, sp, token_pieces(resp[: sp.clean_end], batch.tokenizer, pieces))
 
     # 3. counterfactual scores: for each unique row, the unmasked completion and one row per span
     def score_positions(b: int, sp: CFSpans) -> slice | None:

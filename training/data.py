@@ -1,7 +1,8 @@
 """The embedded synthetic task: short multi-step arithmetic word problems with worked solutions.
 
-Each solution mixes *scaffolding* shared by right and wrong answers (``Let's think step by step.``,
-a restatement of the question) with *calculation spans* (``7 + 5 = 12.``) and ends in ``\\boxed{}``,
+Each solution mixes *scaffolding* shared by right and wrong answers (``Let's think step by step.``; a
+restatement of the question was dropped to keep solutions short) with *calculation spans*
+(``7 + 5 = 12.``) and ends in ``\\boxed{}``,
 so the credit-assignment methods have something to discriminate: DelTA should down-weight the shared
 scaffolding, CF should find the calculation spans whose masking changes the answer.
 
