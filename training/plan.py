@@ -263,9 +263,17 @@ def eval_problem_count(cfg: Config, bench: str) -> int:
 
 def snakemake_jobs(cfg: Config) -> int:
     """Jobs of the default target: make_data, build_model, sft, rl (method x seed), evaluate
-    (benchmark x seed x (SFT + method x checkpoint)), report, all."""
+    (benchmark x seed x (SFT + method x checkpoint)), report, all; real_generate + real_score per real-set
+    checkpoint and real_report (config ``real_eval``); convert_gguf; credit_analysis (synthetic task)."""
+    from evaluation.real_eval import available_sets, checkpoints
+
     m, s, c, b = len(cfg.methods), len(cfg.seeds), len(checkpoint_steps(cfg)), len(cfg.eval.benchmarks)
-    return 3 + m * s + b * s * (1 + m * c) + 2
+    jobs = 3 + m * s + b * s * (1 + m * c) + 2
+    real = checkpoints(cfg) if available_sets(cfg) else []
+    jobs += 2 * len(real) + (1 if real else 0)
+    jobs += 1 if cfg.model.convert_gguf else 0
+    jobs += 1 if not (cfg.train_data.dataset or cfg.train_data.source) else 0  # credit_analysis
+    return jobs
 
 
 def _shard(n_bytes: float, world: int, sharded: bool) -> float:

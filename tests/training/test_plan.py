@@ -98,8 +98,9 @@ def test_passes_per_token():
 
 def test_job_count_matches_snakemake_dry_run_of_ci():
     # snakemake -n on config/experiments/ci.yaml: make_data, build_model, sft 1 each, rl 4 (methods),
-    # evaluate 1 (sft) + 4 x 2 checkpoints, report 1, all 1 = 18 (snakemake 9 -n prints "total 18")
-    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 18
+    # evaluate 1 (sft) + 4 x 2 checkpoints, report 1, credit_analysis 1, all 1 = 19 (real_eval sets: [])
+    # (snakemake 9 -n prints "total 19")
+    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 19
 
 
 def test_gpu_hours_by_hand():
@@ -116,7 +117,9 @@ def test_gpu_hours_by_hand():
     t_train = 4 * (50 + 50) * 2 * p * 4 / (0.5 * 312e12 * 2)  # batch 4, 100 tokens, passes 4, 2 GPUs
     t_gen = 4 * 50 / (1e6 / plan.params_b * 2.0 / 3.35 * 1)  # A100 bandwidth 2.0 vs H100 3.35, 1 server GPU
     assert plan.methods[0].gpu_hours_per_run == pytest.approx(3 * 10 * (t_train + t_gen) / 3600)
-    assert (plan.train_gpus, plan.vllm_gpus, plan.rollouts, plan.snakemake_jobs) == (2, 1, 40, 8)
+    # 8 training/eval/report jobs + real_eval (sft + 1 final checkpoint: 2 x (generate, score) + report)
+    # + credit_analysis (synthetic task) = 14
+    assert (plan.train_gpus, plan.vllm_gpus, plan.rollouts, plan.snakemake_jobs) == (2, 1, 40, 14)
     assert plan.generated_tokens == 40 * 50 and plan.eval_generations == 10 * 2
     assert not plan.problems
 
