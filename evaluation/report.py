@@ -630,7 +630,7 @@ def _bold_rows(data: pd.DataFrame, col: Column) -> set[int]:
     if col.bold is None or col.value not in data:
         return set()
     values = pd.to_numeric(data[col.value], errors="coerce").round(col.digits)
-    if values.notna().sum() < 2:
+    if values.notna().sum() < 2 or values.nunique() < 2:  # nothing to single out when every row ties
         return set()
     best = values.max() if col.bold == "max" else values.min()
     return {i for i, v in enumerate(values) if v == best}

@@ -58,6 +58,12 @@ def test_best_in_bold_and_delta(fake_results: Callable[..., Path]) -> None:
     assert main.loc["delta", "Avg_delta"] == "26.7857" and main.loc["dapo", "Avg_delta"] == ""
 
 
+def test_no_bold_when_every_row_ties() -> None:
+    col = report.Column("x", "x", bold="max")
+    assert report._bold_rows(pd.DataFrame({"x": [0.0, 0.0, 0.0]}), col) == set()  # e.g. a tiny model's zeros
+    assert report._bold_rows(pd.DataFrame({"x": [0.0, 2.0, 2.0]}), col) == {1, 2}  # ties at the top stay bold
+
+
 def test_footer_on_every_table(fake_results: Callable[..., Path]) -> None:
     tables = _tables(fake_results)
     for name in report.TABLE_NAMES:
@@ -165,7 +171,7 @@ def test_learning_wallclock_failures(fake_results: Callable[..., Path]) -> None:
     wall_md = (tables / "wallclock.md").read_text()
     assert "Phase times are means per RL step" in wall_md and "its median is 0" in wall_md
     assert (
-        "| DAPO | 2.125 | 0.100 | 0.500 | 0.000 | 1.000 | 0.025 | **3.750** | – | **472** | **900** | 1020 |"
+        "| DAPO | 2.125 | 0.100 | 0.500 | 0.000 | 1.000 | 0.025 | **3.750** | – | 472 | 900 | 1020 |"
         in wall_md
     )
     assert wall.loc["delta", "steps_to_target"] == "10"  # 53.77 at step 10 ≥ DAPO's final 50.00
