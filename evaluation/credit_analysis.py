@@ -72,7 +72,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from evaluation.generate import sample_hf  # noqa: E402
 from evaluation.plots import RC, heatmap_panels, save  # noqa: E402
-from training import losses  # noqa: E402
 from training.config import Config, load_config  # noqa: E402
 from training.credit_cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
 from training.credit_delta import delta_lambda  # noqa: E402
@@ -87,10 +86,12 @@ from training.io import (  # noqa: E402
 from training.manifest import build_manifest  # noqa: E402
 from training.presets import Preset, get_preset  # noqa: E402
 from training.rl import (  # noqa: E402
-    chunked,
-    forward_logp,
-    response_mask_from_ids,
-    sample_prompts,
+    Rollout,
+    grade_rollout,
+    make_logp_fn,
+    old_forward,
+    sample_rollout,
+    shape_rewards,
     verifiable_reward,
 )
 from training.runtime import seed_everything, setup_runtime  # noqa: E402
@@ -252,89 +253,6 @@ def pick_samples(correct: Sequence[bool], group_ids: Sequence[int]) -> list[int]
 
 
 @dataclass(frozen=True)
-class Rollout:
-    """One rollout batch as the loop builds it at ``step`` (before any preset-specific shaping)."""
-
-    step: int
-    prompt_ids: torch.Tensor  # [B, P] left padded
-    prompt_mask: torch.Tensor  # [B, P]
-    response_ids: torch.Tensor  # [B, R] right padded
-    response_mask: torch.Tensor  # [B, R] float, up to and including the first EOS
-    truncated: torch.Tensor  # [B] bool
-    group_ids: torch.Tensor  # [B]
-    correct: torch.Tensor  # [B] float 0/1 from the reward function
-    golds: tuple[str, ...]
-
-
-def sample_rollout(model: Any, tokenizer: Any, problems: list[dict], cfg: Config, *, seed: int, step: int,
-                   reward_fn: RewardFn = verifiable_reward, sampler: Sampler = sample_hf) -> Rollout:
-    """Rollout + reward exactly as ``training.rl.train`` does at ``step`` (phases 1-2)."""
-    rl = cfg.rl
-    batch_problems = sample_prompts(problems, rl.prompts_per_step, seed, step)
-    enc = tokenizer([p["prompt"] for p in batch_problems], return_tensors="pt", padding=True,
-                    add_special_tokens=False)
-    model.eval()
-    with torch.no_grad():
-        response_ids = sampler(model, tokenizer, enc["input_ids"], enc["attention_mask"], n=rl.group_size,
-                               temperature=rl.temperature, top_p=rl.top_p, max_new_tokens=rl.max_new_tokens,
-                               generator_seed=seed * 7919 + step)
-    group_ids = torch.arange(len(batch_problems)).repeat_interleave(rl.group_size)  # [B]
-    response_mask, truncated = response_mask_from_ids(response_ids, tokenizer.eos_token_id)
-    texts = tokenizer.batch_decode([ids[: int(m.sum())] for ids, m in zip(response_ids, response_mask)],
-                                   skip_special_tokens=True)
-    golds = tuple(batch_problems[int(g)]["answer"] for g in group_ids)
-    timeout = cfg.eval.grader_timeout_s
-    rewards = [reward_fn(t, g, timeout_s=timeout) for t, g in zip(texts, golds)]
-    correct = torch.tensor(rewards, dtype=torch.float32)
-    return Rollout(step=step, prompt_ids=enc["input_ids"].repeat_interleave(rl.group_size, dim=0),
-                   prompt_mask=enc["attention_mask"].repeat_interleave(rl.group_size, dim=0),
-                   response_ids=response_ids, response_mask=response_mask, truncated=truncated,
-                   group_ids=group_ids, correct=correct, golds=golds)
-
-
-def preset_advantages(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(advantages [B], loss mask [B, R]) of ``preset`` on ``ro``, as the loop's reward phase has them."""
-    rewards = ro.correct.clone()
-    if preset.overlong_shaping:  # DAPO §3.4
-        cache = max(1, round(preset.overlong_cache_frac * max_new_tokens))
-        rewards = rewards + losses.overlong_penalty(ro.response_mask.sum(-1), max_len=max_new_tokens,
-                                                    cache_len=cache)
-    advantages = losses.group_advantages(rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std)
-    loss_mask = ro.response_mask.clone()
-    if preset.mask_truncated:
-        loss_mask[ro.truncated] = 0.0
-    if preset.dynamic_sampling:  # DAPO §3.2 filter
-        for g in torch.unique(ro.group_ids):
-            idx = ro.group_ids == g
-            if rewards[idx].std() == 0:
-                loss_mask[idx] = 0.0
-    return advantages, loss_mask
-
-
-def old_forward(model: Any, ro: Rollout, micro: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(old_logp, entropy [B, R], hidden [B, R, H]) from one no-grad forward, chunked as the loop."""
-    model.eval()
-    outs = []
-    with torch.no_grad():
-        for s in chunked(ro.response_ids.shape[0], micro):
-            outs.append(forward_logp(model, ro.prompt_ids[s], ro.prompt_mask[s], ro.response_ids[s],
-                                     ro.response_mask[s], capture_hidden=True, with_entropy=True))
-    return tuple(torch.cat([o[k] for o in outs]) for k in range(3))  # type: ignore[return-value]
-
-
-def make_logp_fn(model: Any, micro: int) -> Callable[..., torch.Tensor]:
-    """CF's re-scoring function under ``model``, as ``training.rl.train`` defines ``logp_fn``."""
-
-    def logp_fn(p_ids, p_mask, r_ids, r_mask):
-        with torch.no_grad():
-            outs = [forward_logp(model, p_ids[s], p_mask[s], r_ids[s], r_mask[s])[0]
-                    for s in chunked(p_ids.shape[0], micro)]
-        return torch.cat(outs)
-
-    return logp_fn
-
-
-@dataclass(frozen=True)
 class BatchCredit:
     """One analysed rollout batch: per-preset advantages and masks, λ~, CF weights and span records."""
 
@@ -352,11 +270,11 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
                   cf_preset: Preset, generator: torch.Generator) -> BatchCredit:
     """DelTA λ~ and CF weights + span records of one rollout batch (the loop's phases 3-4)."""
     micro = cfg.rl.micro_batch_size
-    old_logp, entropy, hidden = old_forward(model, ro, micro)
-    d_adv, d_mask = preset_advantages(delta_preset, ro, cfg.rl.max_new_tokens)
+    old_logp, entropy, hidden, _ = old_forward(model, ro, micro, capture_hidden=True)
+    _, d_adv, d_mask = shape_rewards(delta_preset, ro, cfg.rl.max_new_tokens)
     with torch.no_grad():
         lam = delta_lambda(hidden, old_logp, d_mask, d_adv, **delta_preset.knobs) * d_mask
-    c_adv, c_mask = preset_advantages(cf_preset, ro, cfg.rl.max_new_tokens)
+    _, c_adv, c_mask = shape_rewards(cf_preset, ro, cfg.rl.max_new_tokens)
     batch = CreditBatch(
         prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids,
         response_mask=c_mask, old_logp=old_logp, entropy=entropy, advantages=c_adv, group_ids=ro.group_ids,
@@ -575,8 +493,8 @@ def run_analysis(
     picks: list[tuple[int, int]] = []
     scored: set[tuple[int, int]] = set()  # (step, row) of completions CF scored
     for step in range(batches):
-        ro = sample_rollout(model, tokenizer, problems, cfg, seed=seed, step=step, reward_fn=reward_fn,
-                            sampler=sampler)
+        ro = sample_rollout(model, tokenizer, problems, cfg.rl, seed=seed, step=step, sampler=sampler)
+        ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
         bc = analyse_batch(model, tokenizer, ro, cfg, delta_preset=delta_preset, cf_preset=cf_preset,
                            generator=generator)
         rows += response_rows(bc, tokenizer)

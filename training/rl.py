@@ -29,6 +29,7 @@ import random
 import resource
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -40,12 +41,12 @@ from evaluation.generate import sample_hf
 from evaluation.grader import grade
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
-from training.config import Config, load_config
+from training.config import Config, RLConfig, load_config
 from training.io import append_jsonl, read_jsonl
 from training.manifest import write_manifest
 from training.presets import Preset, get_preset
 from training.runtime import seed_everything, setup_runtime
-from training.scoring import edited_logp
+from training.scoring import chunked, edited_logp, position_ids
 from training.token_weights import CreditBatch, get_token_weight_fn
 
 PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
@@ -81,14 +82,14 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
     """
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
     attention = torch.cat([prompt_mask, response_mask.long()], dim=1)
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
     captured = {}
     handle = None
     if capture_hidden:
         head = model.get_output_embeddings()
         handle = head.register_forward_pre_hook(lambda _m, args: captured.__setitem__("h", args[0].detach()))
     try:
-        logits = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids).logits
+        logits = model(input_ids=input_ids, attention_mask=attention,
+                       position_ids=position_ids(attention)).logits
     finally:
         if handle is not None:
             handle.remove()
@@ -101,11 +102,6 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
     return logp, entropy, hidden
 
 
-def chunked(n: int, size: int):
-    for start in range(0, n, size):
-        yield slice(start, min(n, start + size))
-
-
 def sample_prompts(problems: list[dict], n: int, seed: int, step: int) -> list[dict]:
     """The step's prompts depend only on (seed, step): identical across methods and after a resume."""
     return random.Random(seed * 1_000_003 + step).sample(problems, n)
@@ -114,6 +110,101 @@ def sample_prompts(problems: list[dict], n: int, seed: int, step: int) -> list[d
 def verifiable_reward(response: str, gold: str, *, timeout_s: float) -> float:
     """1.0 if the answer checker accepts the response, else 0.0 (the checker evaluation uses)."""
     return float(grade(response, gold, timeout_s=timeout_s).correct)
+
+
+# ---- the phases of one step, as functions (the loop below, and evaluation.credit_analysis, call them) ----
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout batch at ``step`` (phase 1); ``correct`` is set by :func:`grade_rollout` (phase 2)."""
+
+    step: int
+    prompt_ids: torch.Tensor  # [B, P] left padded
+    prompt_mask: torch.Tensor  # [B, P]
+    response_ids: torch.Tensor  # [B, R] right padded
+    response_mask: torch.Tensor  # [B, R] float, up to and including the first EOS
+    truncated: torch.Tensor  # [B] bool
+    group_ids: torch.Tensor  # [B] prompt group of each response
+    golds: tuple[str, ...]  # [B] gold answer of each response's prompt
+    correct: torch.Tensor | None = None  # [B] float 0/1 from the reward function
+
+
+def sample_rollout(model, tokenizer, problems: list[dict], rl: RLConfig, *, seed: int, step: int,
+                   sampler: Callable[..., torch.Tensor] = sample_hf) -> Rollout:
+    """Phase 1: ``rl.group_size`` samples for each of the step's prompts (they depend on (seed, step) only)."""
+    batch_problems = sample_prompts(problems, rl.prompts_per_step, seed, step)
+    enc = tokenizer([p["prompt"] for p in batch_problems], return_tensors="pt", padding=True,
+                    add_special_tokens=False)
+    model.eval()
+    with torch.no_grad():
+        response_ids = sampler(model, tokenizer, enc["input_ids"], enc["attention_mask"], n=rl.group_size,
+                               temperature=rl.temperature, top_p=rl.top_p, max_new_tokens=rl.max_new_tokens,
+                               generator_seed=seed * 7919 + step)
+    group_ids = torch.arange(len(batch_problems)).repeat_interleave(rl.group_size)  # [B]
+    response_mask, truncated = response_mask_from_ids(response_ids, tokenizer.eos_token_id)
+    return Rollout(step=step, prompt_ids=enc["input_ids"].repeat_interleave(rl.group_size, dim=0),
+                   prompt_mask=enc["attention_mask"].repeat_interleave(rl.group_size, dim=0),
+                   response_ids=response_ids, response_mask=response_mask, truncated=truncated,
+                   group_ids=group_ids, golds=tuple(batch_problems[int(g)]["answer"] for g in group_ids))
+
+
+def grade_rollout(ro: Rollout, tokenizer, *, timeout_s: float,
+                  reward_fn: Callable[..., float] = verifiable_reward) -> Rollout:
+    """Phase 2a: the verifiable reward of every response (the answer checker on its decoded text)."""
+    texts = tokenizer.batch_decode(
+        [ids[: int(m.sum())] for ids, m in zip(ro.response_ids, ro.response_mask)], skip_special_tokens=True)
+    correct = torch.tensor([reward_fn(t, g, timeout_s=timeout_s) for t, g in zip(texts, ro.golds)])
+    return replace(ro, correct=correct)
+
+
+def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[torch.Tensor, ...]:
+    """Phase 2b: (rewards [B], advantages [B], loss mask [B, R]) of ``preset`` on a graded rollout."""
+    assert ro.correct is not None, "grade_rollout first"
+    rewards = ro.correct.clone()
+    if preset.overlong_shaping:  # DAPO §3.4, L_max = max_new_tokens
+        cache = max(1, int(round(preset.overlong_cache_frac * max_new_tokens)))
+        rewards = rewards + losses.overlong_penalty(ro.response_mask.sum(-1), max_len=max_new_tokens,
+                                                    cache_len=cache)
+    advantages = losses.group_advantages(rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std)
+    loss_mask = ro.response_mask.clone()
+    if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
+        loss_mask[ro.truncated] = 0.0
+    if preset.dynamic_sampling:  # DAPO §3.2 filter (no refill; see module docstring)
+        for g in torch.unique(ro.group_ids):
+            idx = ro.group_ids == g
+            if rewards[idx].std() == 0:
+                loss_mask[idx] = 0.0
+    return rewards, advantages, loss_mask
+
+
+def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bool,
+                ref_model=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Phase 3: one no-grad forward at theta_old in micro-batches -> (old_logp [B,R], entropy [B,R],
+    LM-head input h [B,R,H] if ``capture_hidden``, reference log-probs [B,R] if ``ref_model``)."""
+    model.eval()
+    olds, ents, hids, refs = [], [], [], []
+    with torch.no_grad():
+        for s in chunked(ro.response_ids.shape[0], micro_batch_size):
+            args = (ro.prompt_ids[s], ro.prompt_mask[s], ro.response_ids[s], ro.response_mask[s])
+            lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True)
+            olds.append(lp), ents.append(ent), hids.append(hid)
+            if ref_model is not None:
+                refs.append(forward_logp(ref_model, *args)[0])
+    return (torch.cat(olds), torch.cat(ents), torch.cat(hids) if capture_hidden else None,
+            torch.cat(refs) if refs else None)
+
+
+def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
+    """CF's whole-sequence re-scoring under the current policy (``token_weights.LogProbFn``)."""
+
+    def logp_fn(p_ids, p_mask, r_ids, r_mask):
+        with torch.no_grad():
+            outs = [forward_logp(model, p_ids[s], p_mask[s], r_ids[s], r_mask[s])[0]
+                    for s in chunked(p_ids.shape[0], micro_batch_size)]
+        return torch.cat(outs)
+
+    return logp_fn
 
 
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
@@ -151,65 +242,25 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
         ref_model.requires_grad_(False)
 
-    def logp_fn(p_ids, p_mask, r_ids, r_mask):  # CF's counterfactual re-scoring, current policy
-        with torch.no_grad():
-            outs = [forward_logp(model, p_ids[s], p_mask[s], r_ids[s], r_mask[s])[0]
-                    for s in chunked(p_ids.shape[0], rl.micro_batch_size)]
-        return torch.cat(outs)
+    logp_fn = make_logp_fn(model, rl.micro_batch_size)  # CF's counterfactual re-scoring, current policy
 
     t_start = time.perf_counter()
     for step in range(start_step, rl.steps):
         timer = PhaseTimer()
         # ---- 1. rollout -------------------------------------------------------------------------
         with timer("rollout"):
-            batch_problems = sample_prompts(problems, rl.prompts_per_step, seed, step)
-            enc = tokenizer([p["prompt"] for p in batch_problems], return_tensors="pt", padding=True,
-                            add_special_tokens=False)
-            model.eval()
-            with torch.no_grad():
-                response_ids = sample_hf(model, tokenizer, enc["input_ids"], enc["attention_mask"],
-                                         n=rl.group_size, temperature=rl.temperature, top_p=rl.top_p,
-                                         max_new_tokens=rl.max_new_tokens, generator_seed=seed * 7919 + step)
-            prompt_ids = enc["input_ids"].repeat_interleave(rl.group_size, dim=0)  # [B, P]
-            prompt_mask = enc["attention_mask"].repeat_interleave(rl.group_size, dim=0)
-            group_ids = torch.arange(len(batch_problems)).repeat_interleave(rl.group_size)  # [B]
-            response_mask, truncated = response_mask_from_ids(response_ids, tokenizer.eos_token_id)
+            ro = sample_rollout(model, tokenizer, problems, rl, seed=seed, step=step)
+            prompt_ids, prompt_mask, response_ids = ro.prompt_ids, ro.prompt_mask, ro.response_ids
+            response_mask, truncated, group_ids = ro.response_mask, ro.truncated, ro.group_ids
         # ---- 2. reward ----------------------------------------------------------------------------
         with timer("reward"):
-            texts = tokenizer.batch_decode(
-                [ids[: int(m.sum())] for ids, m in zip(response_ids, response_mask)], skip_special_tokens=True)
-            golds = [batch_problems[int(g)]["answer"] for g in group_ids]
-            correct = torch.tensor([reward_fn(t, g, timeout_s=cfg.eval.grader_timeout_s) for t, g in zip(texts, golds)])
-            rewards = correct.clone()
-            lengths = response_mask.sum(-1)
-            if preset.overlong_shaping:  # DAPO §3.4, L_max = max_new_tokens
-                cache = max(1, int(round(preset.overlong_cache_frac * rl.max_new_tokens)))
-                rewards = rewards + losses.overlong_penalty(lengths, max_len=rl.max_new_tokens, cache_len=cache)
-            advantages = losses.group_advantages(rewards, group_ids, scale_by_std=preset.scale_adv_by_std)
-            loss_mask = response_mask.clone()
-            if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
-                loss_mask[truncated] = 0.0
-            if preset.dynamic_sampling:  # DAPO §3.2 filter (no refill; see module docstring)
-                for g in torch.unique(group_ids):
-                    idx = group_ids == g
-                    if rewards[idx].std() == 0:
-                        loss_mask[idx] = 0.0
+            ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
+            correct, lengths = ro.correct, response_mask.sum(-1)
+            rewards, advantages, loss_mask = shape_rewards(preset, ro, rl.max_new_tokens)
         # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
         with timer("old_logp"):
-            model.eval()
-            olds, ents, hids, refs = [], [], [], []
-            with torch.no_grad():
-                for s in chunked(response_ids.shape[0], rl.micro_batch_size):
-                    lp, ent, hid = forward_logp(model, prompt_ids[s], prompt_mask[s], response_ids[s],
-                                                response_mask[s], capture_hidden=preset.needs_hidden,
-                                                with_entropy=True)
-                    olds.append(lp), ents.append(ent), hids.append(hid)
-                    if ref_model is not None:
-                        refs.append(forward_logp(ref_model, prompt_ids[s], prompt_mask[s], response_ids[s],
-                                                 response_mask[s])[0])
-            old_logp, entropy = torch.cat(olds), torch.cat(ents)
-            hidden = torch.cat(hids) if preset.needs_hidden else None
-            ref_logp = torch.cat(refs) if refs else None
+            old_logp, entropy, hidden, ref_logp = old_forward(
+                model, ro, rl.micro_batch_size, capture_hidden=preset.needs_hidden, ref_model=ref_model)
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
             credit = CreditBatch(

@@ -29,9 +29,15 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 FullLogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
-def _positions(attention: Tensor) -> Tensor:
+def position_ids(attention: Tensor) -> Tensor:
     """Position ids that follow the attention mask (left-padded prompts), as ``generate`` computes them."""
     return (attention.cumsum(-1) - 1).clamp(min=0)
+
+
+def chunked(n: int, size: int):
+    """Slices of ``range(n)`` of at most ``size`` (micro-batches)."""
+    for start in range(0, n, size):
+        yield slice(start, min(n, start + size))
 
 
 def _token_logp(logits: Tensor, targets: Tensor) -> Tensor:
@@ -61,7 +67,7 @@ def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, pas
     if past is not None and start > 0:
         kwargs[_cache_kwarg(model)] = DynamicCache(ddp_cache_data=past)
     res = model(input_ids=ids[:, start:-1], attention_mask=attention[:, :-1],
-                position_ids=_positions(attention)[:, start:-1], use_cache=want_cache, **kwargs)
+                position_ids=position_ids(attention)[:, start:-1], use_cache=want_cache, **kwargs)
     if not want_cache:
         return res.logits, None
     cache = res.past_key_values
@@ -79,11 +85,6 @@ def _gather(store: dict[int, tuple[int, Layers]], keys: list[int], upto: int) ->
         return [(k[:, :, :upto].index_select(0, idx), v[:, :, :upto].index_select(0, idx)) for k, v in first]
     return [(torch.stack([kv[layer][0][j, :, :upto] for j, kv in picks]),
              torch.stack([kv[layer][1][j, :, :upto] for j, kv in picks])) for layer in range(len(first))]
-
-
-def _chunks(n: int, size: int):
-    for start in range(0, n, size):
-        yield slice(start, min(n, start + size))
 
 
 @torch.no_grad()
@@ -129,14 +130,14 @@ def edited_logp(
         reps = list(seen.values())
         prompt_kv: dict[int, tuple[int, Layers]] = {}
         if P > 1:
-            for sl in _chunks(len(reps), micro_batch_size):
+            for sl in chunked(len(reps), micro_batch_size):
                 idx = torch.tensor(reps[sl])
                 _, kv = _run(model, full[idx, :P], attention[idx, :P], 0, None, want_cache=True)
                 prompt_kv.update({b: (j, kv) for j, b in enumerate(reps[sl])})
         # 2. distinct source completions over their prompt: log-probs and keys/values of [0, P+R-1)
         src_logp: dict[int, Tensor] = {}
         src_kv: dict[int, tuple[int, Layers]] = {}
-        for sl in _chunks(len(sources), micro_batch_size):
+        for sl in chunked(len(sources), micro_batch_size):
             idx = torch.tensor(sources[sl])
             L = max(1, int(n_valid[idx].max()))  # right padding past the longest row is never scored
             past = _gather(prompt_kv, [prompt_of[b] for b in sources[sl]], P - 1) if P > 1 else None
@@ -158,7 +159,7 @@ def edited_logp(
         if c >= R:
             continue
         bucket = torch.nonzero(first_edit == c).flatten()
-        for sl in _chunks(len(bucket), micro_batch_size):
+        for sl in chunked(len(bucket), micro_batch_size):
             sel = bucket[sl]  # [m]
             src = rows[sel]
             L = int(n_valid[src].max())  # positions past every row's last valid token stay 0 (never scored)
