@@ -55,6 +55,7 @@ from evaluation.benchmarks import (
     BenchmarkIntegrityError,
     sha256_file,
 )
+from training.io import copy_file_atomic
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,8 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
             log.warning("EvalPlus results hash does not match the evaluated dataset; treating as a crash")
             return None
         if not (cache_dir / gt_name).is_file() and (run_cache / gt_name).is_file():
-            _copy_atomic(run_cache / gt_name, cache_dir / gt_name)  # owned by us, not the sandbox
+            # owned by us, not the sandbox; atomic: concurrent jobs sharing cache_dir never link half a file
+            copy_file_atomic(run_cache / gt_name, cache_dir / gt_name)
     verdicts: dict[int, tuple[str, str]] = {}
     per_task_idx: dict[str, list[int]] = {}
     for idx, s in samples:
@@ -254,13 +256,6 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
         for idx, rec in zip(idxs, recs):
             verdicts[idx] = (str(rec["base_status"]), str(rec["plus_status"]))
     return verdicts
-
-
-def _copy_atomic(src: Path, dst: Path) -> None:
-    """Copy so that concurrent jobs sharing ``cache_dir`` never link a half-written file."""
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

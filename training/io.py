@@ -35,6 +35,20 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
+def copy_file_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Copy ``src`` to ``dst`` so that readers (e.g. concurrent jobs) never see a half-written ``dst``."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 

@@ -1,0 +1,23 @@
+"""Atomic file helpers: a reader sees the old file or the new one, and nothing is left behind."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.io import copy_file_atomic
+
+
+def test_copy_file_atomic_copies_and_leaves_no_temp_file(tmp_path):
+    src, dst = tmp_path / "a.pkl", tmp_path / "cache" / "b.pkl"
+    src.write_bytes(b"\x00\x01" * 1000)
+    copy_file_atomic(src, dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["b.pkl"]
+
+
+def test_copy_file_atomic_failure_keeps_the_old_file(tmp_path):
+    dst = tmp_path / "b.pkl"
+    dst.write_bytes(b"old")
+    with pytest.raises(FileNotFoundError):
+        copy_file_atomic(tmp_path / "missing.pkl", dst)
+    assert dst.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["b.pkl"]
