@@ -331,30 +331,16 @@ def compare(results: Path, reference: Path, tol: Tolerances) -> Report:
 
 
 def machine_fingerprint() -> dict[str, str]:
-    """What decides the float rounding of a CPU run: CPU model, torch's vector ISA, library versions."""
-    import importlib.metadata
-    import platform
+    """What decides the float rounding of a CPU run: CPU model, torch's vector ISA, library versions
+    (from the run manifest's own probes, ``training.manifest``)."""
+    import torch
 
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {"machine": platform.machine(), "cpu_model": model}
-    try:
-        import torch
+    from training.manifest import hardware, package_versions
 
-        info["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
-    except Exception:  # noqa: BLE001 - torch absent or too old: the fingerprint just lacks the field
-        info["torch_cpu_capability"] = "unknown"
-    for name in ("torch", "transformers", "tokenizers"):
-        try:
-            info[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            info[name] = "absent"
+    hw, versions = hardware(), package_versions()
+    info = {"machine": hw["machine"], "cpu_model": hw.get("cpu") or hw["processor"] or "unknown",
+            "torch_cpu_capability": str(torch.backends.cpu.get_cpu_capability())}
+    info.update({name: versions.get(name, "absent") for name in ("torch", "transformers", "tokenizers")})
     return info
 
 
