@@ -155,6 +155,7 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
             prefix = [unshare, "--net", "--pid", "--fork", "--kill-child",
                       setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
             if subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode == 0:
+                _check_readable_by_sandbox_user(prefix)
                 return prefix, ("session", "netns", "pidns", f"uid={nobody.pw_uid}"), nobody.pw_uid
     if unshare:
         prefix = [unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]
@@ -163,6 +164,21 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
     log.warning("no namespace isolation available: untrusted code runs with our uid and network; "
                 "only EvalPlus's reliability_guard and rlimits apply")
     return [], ("session",), None
+
+
+def _check_readable_by_sandbox_user(prefix: list[str]) -> None:
+    """The worker runs as ``nobody``: it must be able to import this package and EvalPlus. Otherwise every
+    sample would crash and be graded wrong, silently; fail loudly instead (e.g. a checkout or venv below a
+    0700 directory such as one made by ``mktemp -d``)."""
+    probe = subprocess.run(prefix + [sys.executable, "-c", "import evaluation.code_eval, evalplus"],
+                           capture_output=True, text=True, check=False, cwd="/",
+                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)})
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        raise SandboxUnavailable(
+            f"the sandbox user 'nobody' cannot run the code-eval worker ({last}): {sys.executable} and "
+            f"{REPO_ROOT} must be readable and their parent directories world-traversable (chmod o+x), "
+            "e.g. not below a 0700 directory")
 
 
 def _rlimit_prefix(config: SandboxConfig) -> list[str]:
