@@ -239,7 +239,10 @@ def phase_bars(res: Results, stem: Path, baseline: str = "dapo") -> list[Path]:
 
 
 def _display_token(token: str) -> str:
-    return token.replace("\r", "").replace("\n", "↵").replace("\t", "  ").replace("Ġ", " ").replace("▁", " ")
+    """A token as drawn: newline as ``↵``, tab as two spaces, other control characters as ``\\xNN``."""
+    text = token.replace("\r", "").replace("\n", "↵").replace("\t", "  ").replace("Ġ", " ").replace("▁", " ")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text)  # fmt: skip
 
 
 def _layout(

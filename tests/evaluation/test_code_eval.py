@@ -181,7 +181,7 @@ def test_canonical_passes_and_wrong_fails(hostile_run) -> None:
     assert canon762.passed_plus
     assert not wrong762.passed_base
     assert len(res.samples) == len(names) + 3  # nothing stopped the run
-    assert wall < 80, wall
+    assert wall < 400, wall  # hung-or-not guard (infinite loops are killed); loose for a loaded machine
 
 
 @pytest.mark.parametrize("name", ["delete_files", "fork_bomb", "infinite_loop", "infinite_loop_ignoring_alarm",

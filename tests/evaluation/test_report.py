@@ -323,6 +323,16 @@ def test_heatmap_sample_choice_and_scale(fake_results: Callable[..., Path]) -> N
     norm, _ = plots._scale(np.array([-0.5, 1.0, 2.0]))
     assert (norm.vmin, norm.vcenter, norm.vmax) == (-0.5, 1.0, 2.0)
     assert plots._display_token("a\n") == "a↵"
+    # an untrained model's control bytes are drawn as escapes, not as glyphs the font lacks
+    assert plots._display_token("\x0c\x7f b\u200b") == "\\x0c\\x7f b\\u200b"
+
+
+def test_heatmap_of_control_bytes_warns_of_no_missing_glyph(tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.heatmap(["\x01", "\x0c", "\x7f", "ok"], [0.5, 1.0, 1.5, 2.0], tmp_path / "ctl", "t")
 
 
 def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callable[..., Path]) -> None:
