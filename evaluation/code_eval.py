@@ -6,7 +6,9 @@ Layers, outermost first:
    limit, and (when running as root, which CI containers are) fresh network and PID namespaces
    (``unshare --net --pid --fork --kill-child``; no network, and every process it started dies with it)
    and the unprivileged ``nobody`` uid (``setpriv``), so it cannot delete, change or read files that are
-   not world-accessible. ``prlimit`` caps file size, core dumps and the process count.
+   not world-accessible. A mount namespace (:mod:`evaluation.sandbox_view`) makes the interpreter, venv
+   and checkout reachable by ``nobody`` when they sit below 0700 directories, without exposing anything
+   else there. ``prlimit`` caps file size, core dumps and the process count.
 2. **EvalPlus's own runner** (``evalplus.evaluate.evaluate``): each (sample, base|plus) check runs in a
    fresh process under EvalPlus's ``reliability_guard`` (destructive ``os``/``shutil``/``subprocess``
    functions disabled, ``RLIMIT_AS`` memory cap via ``EVALPLUS_MAX_MEMORY_BYTES``), a per-test time limit
@@ -38,6 +40,7 @@ import pwd
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -152,11 +155,20 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
         except KeyError:
             nobody = None
         if nobody is not None:
-            prefix = [unshare, "--net", "--pid", "--fork", "--kill-child",
-                      setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
-            if subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode == 0:
-                _check_readable_by_sandbox_user(prefix)
-                return prefix, ("session", "netns", "pidns", f"uid={nobody.pw_uid}"), nobody.pw_uid
+            drop = [setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+            ns = [unshare, "--net", "--pid", "--fork", "--kill-child"]
+            # a mount namespace in which the interpreter, venv and checkout are reachable by nobody even below
+            # 0700 directories (/root, mktemp -d); without one, only world-traversable layouts work
+            view = [sys.executable, "-m", "evaluation.sandbox_view"]
+            for p in _worker_paths():
+                view += ["--path", str(p)]
+            for prefix, labels in ((ns[:1] + ["--mount"] + ns[1:] + view + ["--"] + drop, ("mountns",)),
+                                   (ns + drop, ())):
+                if subprocess.run(prefix + ["true"], capture_output=True, check=False, cwd="/",
+                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                       "PYTHONPATH": str(REPO_ROOT)}).returncode == 0:
+                    _check_readable_by_sandbox_user(prefix)
+                    return prefix, ("session", "netns", "pidns", *labels, f"uid={nobody.pw_uid}"), nobody.pw_uid
     if unshare:
         prefix = [unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]
         if subprocess.run(prefix + ["true"], capture_output=True, check=False).returncode == 0:
@@ -166,19 +178,30 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
     return [], ("session",), None
 
 
+def _worker_paths() -> list[Path]:
+    """What the sandboxed worker reads: the interpreter (and its libpython), the venv, this checkout, and
+    the temp dir that holds each run's work dir."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), REPO_ROOT, tempfile.gettempdir()}
+    return sorted(Path(os.path.realpath(p)) for p in paths)
+
+
 def _check_readable_by_sandbox_user(prefix: list[str]) -> None:
-    """The worker runs as ``nobody``: it must be able to import this package and EvalPlus. Otherwise every
-    sample would crash and be graded wrong, silently; fail loudly instead (e.g. a checkout or venv below a
-    0700 directory such as one made by ``mktemp -d``)."""
-    probe = subprocess.run(prefix + [sys.executable, "-c", "import evaluation.code_eval, evalplus"],
+    """The worker runs as ``nobody``: it must import this package and EvalPlus with *our* interpreter
+    build. Otherwise every sample would crash and be graded wrong, silently (or, seen on a pyenv Python
+    under a 0700 /root: the dynamic loader falls back to the system's libpython of another patch
+    release); fail loudly instead."""
+    code = ("import sys, evaluation.code_eval, evalplus; "
+            "sys.exit(0 if sys.version == sys.argv[1] else 'interpreter mismatch: ' + sys.version)")
+    probe = subprocess.run(prefix + [sys.executable, "-c", code, sys.version],
                            capture_output=True, text=True, check=False, cwd="/",
                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)})
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         raise SandboxUnavailable(
             f"the sandbox user 'nobody' cannot run the code-eval worker ({last}): {sys.executable} and "
-            f"{REPO_ROOT} must be readable and their parent directories world-traversable (chmod o+x), "
-            "e.g. not below a 0700 directory")
+            f"{REPO_ROOT} must be readable by others; without a mount namespace (unshare --mount) their parent "
+            "directories must also be world-traversable (chmod o+x)")
 
 
 def _rlimit_prefix(config: SandboxConfig) -> list[str]:
@@ -221,7 +244,12 @@ def _run_once(dataset: Mapping[str, dict], samples: Sequence[tuple[int, dict]], 
         if owner is not None:  # before the cache link: chown through a hard link would hand over our file
             _chown_tree(work, owner)
         if (cache_dir / gt_name).is_file():  # read-only for the sandbox: link (or copy) it in
-            _link_or_copy(cache_dir / gt_name, run_cache / gt_name)
+            cached = cache_dir / gt_name
+            if owner is not None and not cached.stat().st_mode & stat.S_IROTH:
+                # the sandbox user reads it through the link; unreadable, EvalPlus would crash on every sample
+                log.info("making the EvalPlus cache %s world-readable for the sandbox user", cached)
+                cached.chmod(cached.stat().st_mode | 0o444)
+            _link_or_copy(cached, run_cache / gt_name)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(work / "home"),

@@ -74,8 +74,11 @@ def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
         row = []
         for j in range(k):
             r = by_index[i * k + j]
+            # a sample whose own sandbox run crashed (it killed EvalPlus, or the harness broke) is counted
+            # apart from a wrong program, so that a broken harness shows in the failures table
+            reason = "correct" if r.passed_plus else "crash" if r.base_status == "crash" else "wrong"
             row.append(Verdict(correct=r.passed_plus, extracted=f"base={r.base_status} plus={r.plus_status}",
-                               reason="correct" if r.passed_plus else "wrong", seconds=0.0))
+                               reason=reason, seconds=0.0))
         verdicts.append(row)
     base = float(np.mean([[by_index[i * k + j].passed_base for j in range(k)] for i in range(len(problems))]))
     return verdicts, {"base_pass_at_1": base, "plus_pass_at_1": float(np.mean(

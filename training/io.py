@@ -36,13 +36,17 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 def copy_file_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Copy ``src`` to ``dst`` so that readers (e.g. concurrent jobs) never see a half-written ``dst``."""
+    """Copy ``src`` to ``dst`` so that readers (e.g. concurrent jobs) never see a half-written ``dst``.
+
+    ``dst`` gets ``src``'s permission bits (not mkstemp's 0600), like ``shutil.copy``.
+    """
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
+        shutil.copymode(src, tmp)
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

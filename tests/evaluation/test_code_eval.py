@@ -239,3 +239,29 @@ def test_humaneval_plus_ground_truth_passes_and_trivial_code_fails(tmp_path: Pat
     res = evaluate_evalplus("humaneval_plus", samples, cache_dir=tmp_path / "gt", config=CFG)
     assert [s.passed_plus for s in res.samples] == [True, True, False, False]
     assert res.pass_at_1_plus == 0.5 and len(list((tmp_path / "gt").glob("*.pkl"))) == 1
+
+
+def test_a_second_run_reuses_the_cache_even_if_it_is_not_world_readable(canonical: dict[str, dict],
+                                                                        tmp_path: Path) -> None:
+    """The sandbox user reads the cached expected outputs through a hard link; a 0600 cache file (as an
+    earlier copy_file_atomic wrote) made EvalPlus crash on every sample, scored silently as failures."""
+    samples = [{"task_id": "Mbpp/762", "completion": canonical["Mbpp/762"]["canonical_solution"]}]
+    first = evaluate_mbpp_plus(samples, dataset_path=DATASET, cache_dir=tmp_path / "gt", config=CFG)
+    (cached,) = (tmp_path / "gt").iterdir()
+    cached.chmod(0o600)
+    second = evaluate_mbpp_plus(samples, dataset_path=DATASET, cache_dir=tmp_path / "gt", config=CFG)
+    assert first.pass_at_1_plus == second.pass_at_1_plus == 1.0
+    assert [p.name for p in (tmp_path / "gt").iterdir()] == [cached.name]
+
+
+def test_grade_code_counts_a_crashed_sample_apart_from_a_wrong_one(canonical: dict[str, dict]) -> None:
+    from evaluation.benchmarks import Problem
+    from evaluation.evaluate import grade_code
+
+    killer = "import ctypes, os\nctypes.CDLL(None).kill(os.getppid(), 9)\n"
+    problems = [Problem(id="Mbpp/762", question="", answer="")]
+    texts = [[canonical["Mbpp/762"]["canonical_solution"], "def check_monthnumber_number(m):\n    return False\n",
+              killer]]
+    verdicts, summary = grade_code(problems, texts, "base")
+    assert [v.reason for v in verdicts[0]] == ["correct", "wrong", "crash"]
+    assert summary["plus_pass_at_1"] == pytest.approx(1 / 3)

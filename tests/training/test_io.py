@@ -21,3 +21,12 @@ def test_copy_file_atomic_failure_keeps_the_old_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         copy_file_atomic(tmp_path / "missing.pkl", dst)
     assert dst.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["b.pkl"]
+
+
+def test_copy_file_atomic_keeps_the_source_mode_not_mkstemps_0600(tmp_path):
+    """The EvalPlus ground-truth cache is hard-linked into the sandbox: ``nobody`` must be able to read it."""
+    src, dst = tmp_path / "a.pkl", tmp_path / "b.pkl"
+    src.write_bytes(b"x")
+    src.chmod(0o644)
+    copy_file_atomic(src, dst)
+    assert dst.stat().st_mode & 0o777 == 0o644
