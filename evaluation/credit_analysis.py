@@ -59,6 +59,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ from training.rl import (  # noqa: E402
     verifiable_reward,
 )
 from training.runtime import seed_everything, setup_runtime  # noqa: E402
+from training.scoring import edited_logp  # noqa: E402
 from training.token_weights import CreditBatch  # noqa: E402
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
@@ -270,7 +272,8 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
                   cf_preset: Preset, generator: torch.Generator) -> BatchCredit:
     """DelTA λ~ and CF weights + span records of one rollout batch (the loop's phases 3-4)."""
     micro = cfg.rl.micro_batch_size
-    old_logp, entropy, hidden, _ = old_forward(model, ro, micro, capture_hidden=True)
+    old = old_forward(model, ro, micro, capture_hidden=True, keep_kv=True)
+    old_logp, entropy, hidden = old.old_logp, old.entropy, old.hidden
     _, d_adv, d_mask = shape_rewards(delta_preset, ro, cfg.rl.max_new_tokens)
     with torch.no_grad():
         lam = delta_lambda(hidden, old_logp, d_mask, d_adv, **delta_preset.knobs) * d_mask
@@ -280,6 +283,8 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
         response_mask=c_mask, old_logp=old_logp, entropy=entropy, advantages=c_adv, group_ids=ro.group_ids,
         hidden=None, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
         logp_fn=make_logp_fn(model, micro), generator=generator,
+        edit_logp_fn=partial(edited_logp, model, ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
+                             micro_batch_size=micro, full_logp_fn=make_logp_fn(model, micro), source=old.kv),
     )
     with torch.no_grad():
         w, records = cf_with_spans(batch, **cf_preset.knobs)

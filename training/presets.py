@@ -66,6 +66,9 @@ class Preset:
     """DAPO §3.2: drop groups whose rewards all agree (zero advantage)."""
     needs_hidden: bool = False
     """The token-weight function reads ``CreditBatch.hidden`` (captured in the old-log-prob forward)."""
+    needs_kv: bool = False
+    """The token-weight function re-scores edited responses (CF): the old-log-prob forward keeps its keys and
+    values, so that ``training.scoring.edited_logp`` runs only the edited suffixes."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
 
@@ -108,7 +111,7 @@ _DAPO_CF_PAPER = replace(
 )
 _DELTA = replace(_DAPO, name="delta", token_weights="delta", needs_hidden=True, knobs=dict(_DELTA_KNOBS))
 # CF's TRL code multiplies the whole per-token loss (pg + beta KL) by w.
-_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, knobs=dict(_CF_KNOBS))
+_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs_kv=True, knobs=dict(_CF_KNOBS))
 
 PRESETS: Mapping[str, Preset] = MappingProxyType({
     "grpo": _GRPO,
@@ -125,8 +128,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "cf": _CF,
     "cf_conserve": replace(_CF, name="cf_conserve", knobs={**_CF_KNOBS, "conserve": True}),
     "cf_inverted": replace(_CF, name="cf_inverted", knobs={**_CF_KNOBS, "mode": "inverted"}),
-    "cf_random": replace(_CF, name="cf_random", knobs={**_CF_KNOBS, "mode": "random"}),
-    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True,
+    "cf_random": replace(_CF, name="cf_random", needs_kv=False, knobs={**_CF_KNOBS, "mode": "random"}),
+    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs_kv=True,
                         knobs=dict(_CF_KNOBS)),
     "forking_tokens": replace(_DAPO, name="forking_tokens", token_weights="forking_tokens",
                               knobs={"top_quantile": 0.2}),  # arXiv 2506.01939: top 20 %

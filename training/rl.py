@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -46,7 +46,7 @@ from training.io import append_jsonl, read_jsonl
 from training.manifest import write_manifest
 from training.presets import Preset, get_preset
 from training.runtime import seed_everything, setup_runtime
-from training.scoring import chunked, edited_logp, position_ids
+from training.scoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.token_weights import CreditBatch, get_token_weight_fn
 
 PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
@@ -75,10 +75,12 @@ def response_mask_from_ids(response_ids: torch.Tensor, eos_id: int) -> tuple[tor
 
 
 def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *, capture_hidden: bool = False,
-                 with_entropy: bool = False):
+                 with_entropy: bool = False, kv_out: list | None = None):
     """Log-probs of response tokens [B,R] (and entropy [B,R], LM-head input [B,R,H] if asked).
 
     Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts.
+    ``kv_out``: a list to which the keys/values of all P+R positions are appended (``scoring.Layers``;
+    None if the model's cache is not a plain full-attention one).
     """
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
     attention = torch.cat([prompt_mask, response_mask.long()], dim=1)
@@ -88,8 +90,11 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
         head = model.get_output_embeddings()
         handle = head.register_forward_pre_hook(lambda _m, args: captured.__setitem__("h", args[0].detach()))
     try:
-        logits = model(input_ids=input_ids, attention_mask=attention,
-                       position_ids=position_ids(attention)).logits
+        out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids(attention),
+                    use_cache=kv_out is not None)
+        logits = out.logits
+        if kv_out is not None:
+            kv_out.append(cache_layers(out))
     finally:
         if handle is not None:
             handle.remove()
@@ -178,21 +183,36 @@ def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[tor
     return rewards, advantages, loss_mask
 
 
-def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bool,
-                ref_model=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Phase 3: one no-grad forward at theta_old in micro-batches -> (old_logp [B,R], entropy [B,R],
-    LM-head input h [B,R,H] if ``capture_hidden``, reference log-probs [B,R] if ``ref_model``)."""
+class OldForward(NamedTuple):
+    """Phase 3's outputs at theta_old."""
+
+    old_logp: torch.Tensor  # [B, R]
+    entropy: torch.Tensor  # [B, R]
+    hidden: torch.Tensor | None  # [B, R, H] LM-head input, if capture_hidden
+    ref_logp: torch.Tensor | None  # [B, R] under the reference model, if any
+    kv: SourceCache | None  # (old_logp, keys/values per micro-batch slice), if keep_kv and the cache is plain
+
+
+def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bool, ref_model=None,
+                keep_kv: bool = False) -> OldForward:
+    """Phase 3: one no-grad forward at theta_old in micro-batches. ``keep_kv`` keeps its keys/values for
+    CF's prefix-cached re-scoring (``scoring.edited_logp(source=...)``), which then runs no forward of
+    the unedited batch itself."""
     model.eval()
-    olds, ents, hids, refs = [], [], [], []
+    olds, ents, hids, refs, kvs = [], [], [], [], []
+    slices = list(chunked(ro.response_ids.shape[0], micro_batch_size))
     with torch.no_grad():
-        for s in chunked(ro.response_ids.shape[0], micro_batch_size):
+        for s in slices:
             args = (ro.prompt_ids[s], ro.prompt_mask[s], ro.response_ids[s], ro.response_mask[s])
-            lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True)
+            lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True,
+                                        kv_out=kvs if keep_kv else None)
             olds.append(lp), ents.append(ent), hids.append(hid)
             if ref_model is not None:
                 refs.append(forward_logp(ref_model, *args)[0])
-    return (torch.cat(olds), torch.cat(ents), torch.cat(hids) if capture_hidden else None,
-            torch.cat(refs) if refs else None)
+    old_logp = torch.cat(olds)
+    kv = (old_logp, list(zip(slices, kvs))) if keep_kv and all(k is not None for k in kvs) else None
+    return OldForward(old_logp, torch.cat(ents), torch.cat(hids) if capture_hidden else None,
+                      torch.cat(refs) if refs else None, kv)
 
 
 def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
@@ -259,8 +279,9 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             rewards, advantages, loss_mask = shape_rewards(preset, ro, rl.max_new_tokens)
         # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
         with timer("old_logp"):
-            old_logp, entropy, hidden, ref_logp = old_forward(
-                model, ro, rl.micro_batch_size, capture_hidden=preset.needs_hidden, ref_model=ref_model)
+            old = old_forward(model, ro, rl.micro_batch_size, capture_hidden=preset.needs_hidden,
+                              ref_model=ref_model, keep_kv=preset.needs_kv)
+            old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
             credit = CreditBatch(
@@ -269,10 +290,11 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 group_ids=group_ids, hidden=hidden, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
                 logp_fn=logp_fn, generator=generator,
                 edit_logp_fn=partial(edited_logp, model, prompt_ids, prompt_mask, response_ids, response_mask,
-                                     micro_batch_size=rl.micro_batch_size, full_logp_fn=logp_fn),
+                                     micro_batch_size=rl.micro_batch_size, full_logp_fn=logp_fn, source=old.kv),
             )
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
+            del old, credit  # free the kept keys/values before the update
         # ---- 5. update ------------------------------------------------------------------------------
         with timer("update"):
             model.train()

@@ -9,7 +9,9 @@ against full forwards in ``tests/training/test_scoring.py``); the reference reco
 
 Three levels of shared prefixes, each run once: the distinct prompts (a group's G samples share one),
 the distinct source completions on top of their prompt's cache, and the edited rows on top of their
-source's cache from the first edited position on. Cost per edited row: ``R - start`` query tokens
+source's cache from the first edited position on. In the RL loop the first two come for free: the
+old-log-prob forward (phase 3, ``old_forward(keep_kv=True)``) runs the same model on the same batch and
+keeps its keys/values (``source=``), so only the edited suffixes are computed. Cost per edited row: ``R - start`` query tokens
 instead of ``P + R``. Edited rows are bucketed by first edited position (a bucket is micro-batched),
 so no row recomputes positions before its own edit. Only models whose cache is a plain ``DynamicCache`` of
 full-attention layers take this path; others (sliding windows, custom caches) are scored by full
@@ -55,6 +57,19 @@ def _plain_cache(cache: object) -> bool:
 
 
 Layers = list[tuple[Tensor, Tensor]]  # per decoder layer: keys, values [n, kv_heads, T, head_dim]
+# the unedited batch's log-probs [B, R] and, per micro-batch slice of its rows, the keys/values of all
+# P + R positions: what the loop's old-log-prob forward computed (training.rl.old_forward, keep_kv=True)
+SourceCache = tuple[Tensor, list[tuple[slice, Layers]]]
+
+
+def cache_layers(output: object) -> Layers | None:
+    """Keys/values of a forward's output (``use_cache=True``), or None if not a plain full-attention cache."""
+    cache = getattr(output, "cache", None)  # transformers >= 5.24 ("past_key_values" warns there)
+    if cache is None:
+        cache = getattr(output, "past_key_values", None)
+    if not _plain_cache(cache):
+        return None
+    return [(layer.keys, layer.values) for layer in cache.layers]
 
 
 def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, past: Layers | None,
@@ -70,10 +85,10 @@ def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, pas
                 position_ids=position_ids(attention)[:, start:-1], use_cache=want_cache, **kwargs)
     if not want_cache:
         return res.logits, None
-    cache = res.past_key_values
-    if not _plain_cache(cache):
+    layers = cache_layers(res)
+    if layers is None:
         raise NotImplementedError("the model's cache is not a plain DynamicCache of full-attention layers")
-    return res.logits, [(layer.keys, layer.values) for layer in cache.layers]
+    return res.logits, layers
 
 
 def _gather(store: dict[int, tuple[int, Layers]], keys: list[int], upto: int) -> Layers:
@@ -100,6 +115,7 @@ def edited_logp(
     *,
     micro_batch_size: int = 128,
     full_logp_fn: FullLogProbFn | None = None,
+    source: SourceCache | None = None,
 ) -> Tensor:
     """Log-probs [n, R] of edited responses under ``model``, reusing the prompt's and the source's caches.
 
@@ -109,49 +125,31 @@ def edited_logp(
     row of each edited response; edited_ids: [n, R]; first_edit: [n] first response position where
     edited_ids[i] differs from response_ids[rows[i]] (R: unedited). The attention mask of an edited row
     is its source's. ``full_logp_fn`` (the loop's plain scorer) is used when the model's cache cannot be
-    cropped and shared.
+    cropped and shared. ``source``: the unedited batch's log-probs and keys/values from the loop's
+    old-log-prob forward (same model, same parameters); steps 1-2 below are then skipped.
     """
     n, R = edited_ids.shape
-    P = prompt_ids.shape[1]
     out = torch.zeros(n, R, dtype=torch.float32, device=edited_ids.device)  # [n, R]
     if n == 0:
         return out
-    full = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
     attention = torch.cat([prompt_mask, response_mask.long()], dim=1)  # [B, P+R]
-    sources = torch.unique(rows).tolist()
     n_valid = response_mask.sum(-1).long()  # [B] right padded
-    try:
-        # 1. distinct prompts: keys/values of prompt positions [0, P-1)
-        prompt_of: dict[int, int] = {}  # source row -> representative row of its prompt
-        seen: dict[tuple, int] = {}
-        for b in sources:
-            key = (tuple(prompt_ids[b].tolist()), tuple(prompt_mask[b].tolist()))
-            prompt_of[b] = seen.setdefault(key, b)
-        reps = list(seen.values())
-        prompt_kv: dict[int, tuple[int, Layers]] = {}
-        if P > 1:
-            for sl in chunked(len(reps), micro_batch_size):
-                idx = torch.tensor(reps[sl])
-                _, kv = _run(model, full[idx, :P], attention[idx, :P], 0, None, want_cache=True)
-                prompt_kv.update({b: (j, kv) for j, b in enumerate(reps[sl])})
-        # 2. distinct source completions over their prompt: log-probs and keys/values of [0, P+R-1)
-        src_logp: dict[int, Tensor] = {}
-        src_kv: dict[int, tuple[int, Layers]] = {}
-        for sl in chunked(len(sources), micro_batch_size):
-            idx = torch.tensor(sources[sl])
-            L = max(1, int(n_valid[idx].max()))  # right padding past the longest row is never scored
-            past = _gather(prompt_kv, [prompt_of[b] for b in sources[sl]], P - 1) if P > 1 else None
-            logits, kv = _run(model, full[idx, : P + L], attention[idx, : P + L], P - 1, past, want_cache=True)
-            logp = torch.zeros(len(idx), R, dtype=torch.float32, device=edited_ids.device)  # [s, R]
-            logp[:, :L] = _token_logp(logits, response_ids[idx, :L])
-            for j, b in enumerate(sources[sl]):
-                src_logp[b], src_kv[b] = logp[j], (j, kv)
-    except NotImplementedError:
-        if full_logp_fn is None:
-            raise ValueError("edited_logp: the model's cache cannot be cropped and shared; pass full_logp_fn") from None
-        return full_logp_fn(prompt_ids[rows], prompt_mask[rows], edited_ids, response_mask[rows])
+    sources = torch.unique(rows).tolist()
+    if source is not None:
+        logp_all, chunks = source
+        src_logp = {b: logp_all[b].float() for b in sources}
+        src_kv = {b: (b - sl.start, kv) for sl, kv in chunks for b in range(sl.start, sl.stop)}
+    else:
+        try:
+            src_logp, src_kv = _source_passes(model, prompt_ids, prompt_mask, response_ids, attention, n_valid,
+                                              sources, micro_batch_size)
+        except NotImplementedError:
+            if full_logp_fn is None:
+                raise ValueError("edited_logp: the model's cache cannot be cropped and shared; pass full_logp_fn") from None
+            return full_logp_fn(prompt_ids[rows], prompt_mask[rows], edited_ids, response_mask[rows])
     # 3. edited rows, bucketed by first edited position c: queries from P + c - 1 (unchanged, it
     # predicts position c) on top of the source's keys/values of [0, P + c - 1)
+    P = prompt_ids.shape[1]
     for i in range(n):
         c = int(first_edit[i])
         out[i, :c] = src_logp[int(rows[i])][:c]
@@ -170,3 +168,37 @@ def edited_logp(
             logits, _ = _run(model, ids, attention[src, : P + L], P + c - 1, past, want_cache=False)
             out[sel, c:L] = _token_logp(logits, edited_ids[sel, c:L])  # [m, L - c]
     return out
+
+
+def _source_passes(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, response_ids: Tensor,
+                   attention: Tensor, n_valid: Tensor, sources: list[int], micro_batch_size: int,
+                   ) -> tuple[dict[int, Tensor], dict[int, tuple[int, Layers]]]:
+    """Steps 1-2 of :func:`edited_logp`: log-probs [R] and keys/values of every source row."""
+    P, R = prompt_ids.shape[1], response_ids.shape[1]
+    full = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
+    # 1. distinct prompts: keys/values of prompt positions [0, P-1)
+    prompt_of: dict[int, int] = {}  # source row -> representative row of its prompt
+    seen: dict[tuple, int] = {}
+    for b in sources:
+        key = (tuple(prompt_ids[b].tolist()), tuple(prompt_mask[b].tolist()))
+        prompt_of[b] = seen.setdefault(key, b)
+    reps = list(seen.values())
+    prompt_kv: dict[int, tuple[int, Layers]] = {}
+    if P > 1:
+        for sl in chunked(len(reps), micro_batch_size):
+            idx = torch.tensor(reps[sl])
+            _, kv = _run(model, full[idx, :P], attention[idx, :P], 0, None, want_cache=True)
+            prompt_kv.update({b: (j, kv) for j, b in enumerate(reps[sl])})
+    # 2. distinct source completions over their prompt: log-probs and keys/values of [0, P+L-1)
+    src_logp: dict[int, Tensor] = {}
+    src_kv: dict[int, tuple[int, Layers]] = {}
+    for sl in chunked(len(sources), micro_batch_size):
+        idx = torch.tensor(sources[sl])
+        L = max(1, int(n_valid[idx].max()))  # right padding past the longest row is never scored
+        past = _gather(prompt_kv, [prompt_of[b] for b in sources[sl]], P - 1) if P > 1 else None
+        logits, kv = _run(model, full[idx, : P + L], attention[idx, : P + L], P - 1, past, want_cache=True)
+        logp = torch.zeros(len(idx), R, dtype=torch.float32, device=response_ids.device)  # [s, R]
+        logp[:, :L] = _token_logp(logits, response_ids[idx, :L])
+        for j, b in enumerate(sources[sl]):
+            src_logp[b], src_kv[b] = logp[j], (j, kv)
+    return src_logp, src_kv

@@ -55,6 +55,46 @@ def test_prefix_cached_edits_equal_full_forwards(arch, micro):
     assert (got[1, 3:] - src[0, 3:]).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("micro", [2, 128])
+def test_the_old_forwards_keys_and_values_replace_the_source_passes(micro):
+    """``source=`` (the loop's phase-3 forward, keep_kv) gives the same log-probs with no forward of its own
+    over the unedited batch: only the edited suffixes run."""
+    from training.rl import Rollout, old_forward
+
+    model = tiny("qwen3")
+    p_ids, p_mask, r_ids, r_mask = batch()
+    spec = [(0, 9, 9), (0, 0, 3), (0, 4, 6), (1, 2, 5), (2, 8, 9), (3, 1, 3), (4, 0, 8), (4, 5, 6)]
+    rows = torch.tensor([b for b, _, _ in spec])
+    edited = r_ids[rows].clone()
+    first = torch.tensor([s for _, s, _ in spec])
+    for i, (_, s, e) in enumerate(spec):
+        edited[i, s:e] = 0
+    ro = Rollout(step=0, prompt_ids=p_ids, prompt_mask=p_mask, response_ids=r_ids, response_mask=r_mask,
+                 truncated=torch.zeros(5, dtype=torch.bool), group_ids=torch.zeros(5, dtype=torch.long),
+                 golds=("",) * 5)
+    old = old_forward(model, ro, micro, capture_hidden=False, keep_kv=True)
+    assert old.kv is not None and len(old.kv[1]) == -(-5 // micro)
+    assert old_forward(model, ro, micro, capture_hidden=False).kv is None  # kept only when asked
+    def run(**kw) -> tuple[torch.Tensor, int]:
+        calls: list[int] = []
+        hook = model.register_forward_pre_hook(lambda *_: calls.append(1))
+        try:
+            out = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro,
+                              **kw)
+        finally:
+            hook.remove()
+        return out, len(calls)
+
+    got, n_with = run(source=old.kv)
+    plain, n_without = run()
+    want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
+    valid = r_mask[rows] > 0
+    torch.testing.assert_close(got[valid], want[valid], atol=2e-5, rtol=0)
+    torch.testing.assert_close(got[valid], plain[valid], atol=2e-5, rtol=0)
+    # without source: one pass over the 5 distinct prompts and one over the 5 sources, per micro-batch
+    assert n_with == n_without - 2 * -(-5 // micro) and n_with > 0
+
+
 def test_no_rows_returns_empty():
     model = tiny("qwen3")
     p_ids, p_mask, r_ids, r_mask = batch()
