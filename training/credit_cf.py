@@ -48,11 +48,12 @@ Departures from the reference code (why in brackets):
   ``np.random``), then the same damping / answer / padding / conservation steps.
 - The skip test uses the std of the advantages of the whole rollout batch (reference: of the TRL
   micro-batch, whose size is a runtime knob here).
-- S(x) of the unmasked completion is recomputed in the same call as the masked variants instead of
-  reusing ``old_logp`` [identical numerics for both terms of the difference].
-- Speed: when the loop provides ``edit_logp_fn`` (``training.scoring.edited_logp``), a masked variant is
-  run only from its span's first token on, over the unmasked completion's KV cache (the reference
-  re-runs prompt + completion for every span). Same numbers up to summation order.
+- S(x) of the unmasked completion: with ``edit_logp_fn`` in the native loop it is the phase-3
+  forward's ``old_logp`` (same parameters: weights are computed at theta_old) and a masked variant is
+  run only from its span's first token on, over that forward's keys/values (the reference re-runs
+  prompt + completion for every span, S(x) in the same batched call). Same numbers up to float
+  summation order (~1e-6 in log-probs; ``tests/training/test_scoring.py``). With ``logp_fn`` only, S(x)
+  is recomputed in the same call as the masked variants, as the reference.
 """
 
 from __future__ import annotations
