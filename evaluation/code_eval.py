@@ -63,6 +63,7 @@ from training.io import copy_file_atomic
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_DIR = REPO_ROOT / ".cache" / "evalplus_gt"
+NS_PROC_DIR = ".nsproc"  # in each run's work dir: procfs of the sandbox's PID namespace (sandbox_view --proc)
 PASS = "pass"
 # registered benchmark -> (EvalPlus dataset name, the environment variable that points EvalPlus at our file)
 EVALPLUS_SETS: Mapping[str, tuple[str, str]] = {
@@ -159,15 +160,20 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
             ns = [unshare, "--net", "--pid", "--fork", "--kill-child"]
             # a mount namespace in which the interpreter, venv and checkout are reachable by nobody even below
             # 0700 directories (/root, mktemp -d); without one, only world-traversable layouts work
-            view = [sys.executable, "-m", "evaluation.sandbox_view"]
+            # and a procfs of the new PID namespace in the work dir (NS_PROC_DIR) for the process sweep
+            view = [sys.executable, "-m", "evaluation.sandbox_view", "--proc", NS_PROC_DIR]
             for p in _worker_paths():
                 view += ["--path", str(p)]
             for prefix, labels in ((ns[:1] + ["--mount"] + ns[1:] + view + ["--"] + drop, ("mountns",)),
                                    (ns + drop, ())):
-                if subprocess.run(prefix + ["true"], capture_output=True, check=False, cwd="/",
-                                  env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                       "PYTHONPATH": str(REPO_ROOT)}).returncode == 0:
-                    _check_readable_by_sandbox_user(prefix)
+                with tempfile.TemporaryDirectory(prefix="creditbench-probe-") as cwd:  # holds NS_PROC_DIR
+                    os.chmod(cwd, 0o755)
+                    ok = subprocess.run(prefix + ["true"], capture_output=True, check=False, cwd=cwd,
+                                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                             "PYTHONPATH": str(REPO_ROOT)}).returncode == 0
+                    if ok:
+                        _check_readable_by_sandbox_user(prefix, cwd)
+                if ok:
                     return prefix, ("session", "netns", "pidns", *labels, f"uid={nobody.pw_uid}"), nobody.pw_uid
     if unshare:
         prefix = [unshare, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]
@@ -186,7 +192,7 @@ def _worker_paths() -> list[Path]:
     return sorted(Path(os.path.realpath(p)) for p in paths)
 
 
-def _check_readable_by_sandbox_user(prefix: list[str]) -> None:
+def _check_readable_by_sandbox_user(prefix: list[str], cwd: str) -> None:
     """The worker runs as ``nobody``: it must import this package and EvalPlus with *our* interpreter
     build. Otherwise every sample would crash and be graded wrong, silently (or, seen on a pyenv Python
     under a 0700 /root: the dynamic loader falls back to the system's libpython of another patch
@@ -194,7 +200,7 @@ def _check_readable_by_sandbox_user(prefix: list[str]) -> None:
     code = ("import sys, evaluation.code_eval, evalplus; "
             "sys.exit(0 if sys.version == sys.argv[1] else 'interpreter mismatch: ' + sys.version)")
     probe = subprocess.run(prefix + [sys.executable, "-c", code, sys.version],
-                           capture_output=True, text=True, check=False, cwd="/",
+                           capture_output=True, text=True, check=False, cwd=cwd,
                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)})
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
@@ -417,9 +423,24 @@ def _count_own_processes() -> int:
     return n
 
 
+def _own_procfs() -> str | None:
+    """A procfs whose PIDs are this PID namespace's: the work dir's NS_PROC_DIR (mounted by sandbox_view)
+    or /proc when we are in the namespace it shows; None otherwise (e.g. ``unshare --pid`` without a
+    mount namespace: /proc is the host's, where our PIDs name other processes or none)."""
+    for path in (os.path.abspath(NS_PROC_DIR), "/proc"):
+        try:
+            if os.readlink(os.path.join(path, "self")) == str(os.getpid()):
+                return path
+        except OSError:
+            pass
+    return None
+
+
 def _kill_descendants(psutil: Any) -> None:
     """Kill and reap every descendant (we are a child subreaper): whole process groups first, then a
-    stop-then-kill sweep until none is left, so a fork bomb cannot outrun it."""
+    stop-then-kill sweep until none is left, so a fork bomb cannot outrun it. Needs a procfs of our PID
+    namespace (``psutil.PROCFS_PATH``, set by :func:`_install_extra_guard`, which skips the sweep without
+    one: then only the check's own process-group kill and the namespace's kill-on-exit apply)."""
     me, own_pgid = psutil.Process(), os.getpgid(0)
     for _ in range(50):
         kids = me.children(recursive=True)
@@ -463,6 +484,13 @@ def _install_extra_guard(max_start_retries: int = 20, per_check_procs: int = 4) 
     import evalplus.evaluate as ee
     import psutil
 
+    own_procfs = _own_procfs()
+    if own_procfs is not None:
+        psutil.PROCFS_PATH = own_procfs  # absolute: EvalPlus's checks chdir
+    else:
+        print("creditbench sandbox: no procfs of this PID namespace; the leftover-process sweep is off",
+              file=sys.stderr)
+
     original_execute, original_check = ev.unsafe_execute, ee.untrusted_check
     libc = ctypes.CDLL(None, use_errno=True)
 
@@ -490,7 +518,8 @@ def _install_extra_guard(max_start_retries: int = 20, per_check_procs: int = 4) 
                         raise
                     time.sleep(0.5)
         finally:
-            _kill_descendants(psutil)
+            if own_procfs is not None:
+                _kill_descendants(psutil)
 
     ev.unsafe_execute = execute
     ee.untrusted_check = check

@@ -12,9 +12,12 @@ listable) and bind the children back at their old names. Paths stay identical, s
 ``.pth`` files keep working, and nothing else below ``A`` becomes visible. Then exec the command (e.g.
 ``setpriv --reuid=nobody ...``). The mounts vanish with the namespace; the host is untouched.
 
-Usage (as root, already inside the new mount namespace)::
+It can also mount a procfs of the new PID namespace beside the host's ``/proc`` (``--proc``; see
+:func:`mount_own_proc`).
 
-    python -m evaluation.sandbox_view --path /root/.pyenv/versions/3.11.7 --path /tmp/x/repo -- CMD ...
+Usage (as root, already inside the new mount and PID namespaces)::
+
+    python -m evaluation.sandbox_view --path /root/.pyenv/versions/3.11.7 --path /tmp/x/repo --proc .proc -- CMD ...
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 0x2, 0x4, 0x1000, 0x4000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC = 0x2, 0x4, 0x8, 0x1000, 0x4000
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
@@ -78,18 +81,35 @@ def expose(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return covered
 
 
+def mount_own_proc(path: str | os.PathLike[str]) -> Path:
+    """Mount a procfs of the *current* PID namespace at ``path`` (created), leaving ``/proc`` as it is.
+
+    Inside ``unshare --pid`` the inherited ``/proc`` shows the host's PIDs: ``psutil.Process()`` there
+    looks up our namespace PID among host PIDs (a missing or an unrelated process). The sandbox's
+    process sweep reads this one instead (``psutil.PROCFS_PATH``); ``/proc`` keeps the host's view, which
+    RLIMIT_NPROC's system-wide count of our uid's processes needs.
+    """
+    target = Path(path).absolute()
+    target.mkdir(mode=0o555, exist_ok=True)
+    _mount("proc", str(target), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    return target
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv:
-        raise SystemExit("usage: python -m evaluation.sandbox_view --path P [--path P ...] -- CMD ...")
+        raise SystemExit("usage: python -m evaluation.sandbox_view --path P [--path P ...] [--proc DIR] -- CMD ...")
     split = argv.index("--")
     ap = argparse.ArgumentParser(prog="python -m evaluation.sandbox_view")
     ap.add_argument("--path", action="append", default=[])
+    ap.add_argument("--proc", default=None, help="mount this PID namespace's procfs here (relative: to the cwd)")
     a = ap.parse_args(argv[:split])
     cmd = argv[split + 1 :]
     if not cmd:
         raise SystemExit("no command after --")
     expose(a.path)
+    if a.proc:
+        mount_own_proc(a.proc)
     os.execvp(cmd[0], cmd)
     return 127  # not reached
 

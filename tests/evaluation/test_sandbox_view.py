@@ -124,3 +124,29 @@ def test_code_eval_from_a_checkout_below_a_0700_directory(tmp_path: Path) -> Non
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["root"] == str(checkout)
     assert got["plus"] == 1.0 and "mountns" in got["iso"], got
+
+
+@needs_mountns
+def test_the_sandbox_sweep_sees_its_own_pid_namespace(open_dir: Path) -> None:
+    """Inside ``unshare --pid`` the inherited /proc is the host's: ``psutil.Process()`` looked up our
+    namespace PID among host PIDs (seen: pid 9 absent on the host, every check of a run crashed). The
+    sweep reads the namespace's own procfs that sandbox_view mounts in the work dir."""
+    pytest.importorskip("psutil")
+    from evaluation.code_eval import SandboxConfig, _isolation_prefix
+
+    prefix, labels, _ = _isolation_prefix(SandboxConfig())
+    if "mountns" not in labels:
+        pytest.skip(f"no mount namespace: {labels}")
+    code = ("import os, psutil; from evaluation.code_eval import _own_procfs\n"
+            "p = _own_procfs(); psutil.PROCFS_PATH = p\n"
+            "me = psutil.Process()\n"
+            "print(p, os.getpid(), me.pid, me.uids().real, 'python' in me.name())\n")
+    tmp_path = open_dir  # like a run's work dir: reachable by nobody (below /tmp)
+    out = subprocess.run(prefix + [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)},
+                         check=False, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    procfs, pid, psutil_pid, uid, is_python = out.stdout.split()
+    assert procfs == str(tmp_path / ".nsproc") and pid == psutil_pid and uid == "65534" and is_python == "True"
+    assert int(pid) < 10  # a fresh PID namespace: the worker is one of its first processes
+    assert not os.path.ismount(tmp_path / ".nsproc")  # the mount stayed inside the namespace
