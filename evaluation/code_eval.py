@@ -158,9 +158,9 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
         if nobody is not None:
             drop = [setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
             ns = [unshare, "--net", "--pid", "--fork", "--kill-child"]
-            # a mount namespace in which the interpreter, venv and checkout are reachable by nobody even below
-            # 0700 directories (/root, mktemp -d); without one, only world-traversable layouts work
-            # and a procfs of the new PID namespace in the work dir (NS_PROC_DIR) for the process sweep
+            # first choice: a mount namespace in which the interpreter, venv and checkout are reachable by
+            # nobody even below 0700 directories (/root, mktemp -d), with a procfs of the new PID namespace
+            # in the work dir (NS_PROC_DIR) for the process sweep; else only world-traversable layouts work
             view = [sys.executable, "-m", "evaluation.sandbox_view", "--proc", NS_PROC_DIR]
             for p in _worker_paths():
                 view += ["--path", str(p)]
@@ -169,8 +169,7 @@ def _isolation_prefix(config: SandboxConfig) -> tuple[list[str], tuple[str, ...]
                 with tempfile.TemporaryDirectory(prefix="creditbench-probe-") as cwd:  # holds NS_PROC_DIR
                     os.chmod(cwd, 0o755)
                     ok = subprocess.run(prefix + ["true"], capture_output=True, check=False, cwd=cwd,
-                                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                             "PYTHONPATH": str(REPO_ROOT)}).returncode == 0
+                                        env=_probe_env()).returncode == 0
                     if ok:
                         _check_readable_by_sandbox_user(prefix, cwd)
                 if ok:
@@ -192,6 +191,11 @@ def _worker_paths() -> list[Path]:
     return sorted(Path(os.path.realpath(p)) for p in paths)
 
 
+def _probe_env() -> dict[str, str]:
+    """The minimal environment of the sandbox probes: our PATH, and this checkout importable."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)}
+
+
 def _check_readable_by_sandbox_user(prefix: list[str], cwd: str) -> None:
     """The worker runs as ``nobody``: it must import this package and EvalPlus with *our* interpreter
     build. Otherwise every sample would crash and be graded wrong, silently (or, seen on a pyenv Python
@@ -200,8 +204,7 @@ def _check_readable_by_sandbox_user(prefix: list[str], cwd: str) -> None:
     code = ("import sys, evaluation.code_eval, evalplus; "
             "sys.exit(0 if sys.version == sys.argv[1] else 'interpreter mismatch: ' + sys.version)")
     probe = subprocess.run(prefix + [sys.executable, "-c", code, sys.version],
-                           capture_output=True, text=True, check=False, cwd=cwd,
-                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)})
+                           capture_output=True, text=True, check=False, cwd=cwd, env=_probe_env())
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         raise SandboxUnavailable(

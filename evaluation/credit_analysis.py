@@ -59,7 +59,6 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +88,7 @@ from training.presets import Preset, get_preset  # noqa: E402
 from training.rl import (  # noqa: E402
     Rollout,
     grade_rollout,
+    make_edit_logp_fn,
     make_logp_fn,
     old_forward,
     sample_rollout,
@@ -96,7 +96,6 @@ from training.rl import (  # noqa: E402
     verifiable_reward,
 )
 from training.runtime import seed_everything, setup_runtime  # noqa: E402
-from training.scoring import edited_logp  # noqa: E402
 from training.token_weights import CreditBatch  # noqa: E402
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
@@ -278,13 +277,13 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
     with torch.no_grad():
         lam = delta_lambda(hidden, old_logp, d_mask, d_adv, **delta_preset.knobs) * d_mask
     _, c_adv, c_mask = shape_rewards(cf_preset, ro, cfg.rl.max_new_tokens)
+    logp_fn = make_logp_fn(model, micro)
     batch = CreditBatch(
         prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids,
         response_mask=c_mask, old_logp=old_logp, entropy=entropy, advantages=c_adv, group_ids=ro.group_ids,
         hidden=None, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
-        logp_fn=make_logp_fn(model, micro), generator=generator,
-        edit_logp_fn=partial(edited_logp, model, ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
-                             micro_batch_size=micro, full_logp_fn=make_logp_fn(model, micro), source=old.kv),
+        logp_fn=logp_fn, generator=generator,
+        edit_logp_fn=make_edit_logp_fn(model, ro, micro, full_logp_fn=logp_fn, source=old.kv),
     )
     with torch.no_grad():
         w, records = cf_with_spans(batch, **cf_preset.knobs)

@@ -227,6 +227,15 @@ def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
     return logp_fn
 
 
+def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
+                      full_logp_fn: Callable[..., torch.Tensor],
+                      source: SourceCache | None) -> Callable[..., torch.Tensor]:
+    """CF's prefix-cached re-scoring of edited rows of ``ro`` (``token_weights.EditLogProbFn``), on top of
+    the phase-3 forward's keys/values when ``source`` holds them."""
+    return partial(edited_logp, model, ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
+                   micro_batch_size=micro_batch_size, full_logp_fn=full_logp_fn, source=source)
+
+
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
           reward_fn: Callable[..., float] = verifiable_reward) -> None:
     device = setup_runtime(cfg.runtime)
@@ -289,8 +298,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 response_mask=loss_mask, old_logp=old_logp, entropy=entropy, advantages=advantages,
                 group_ids=group_ids, hidden=hidden, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
                 logp_fn=logp_fn, generator=generator,
-                edit_logp_fn=partial(edited_logp, model, prompt_ids, prompt_mask, response_ids, response_mask,
-                                     micro_batch_size=rl.micro_batch_size, full_logp_fn=logp_fn, source=old.kv),
+                edit_logp_fn=make_edit_logp_fn(model, ro, rl.micro_batch_size, full_logp_fn=logp_fn,
+                                               source=old.kv),
             )
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
