@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from training.io import sha256_file  # noqa: F401  (re-exported for code_eval, gguf_convert)
+from common.io import sha256_file  # noqa: F401  (re-exported for code_eval, gguf_convert)
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ from evaluation.benchmarks import (
     BenchmarkIntegrityError,
     sha256_file,
 )
-from training.io import copy_file_atomic
+from common.io import copy_file_atomic
 
 log = logging.getLogger(__name__)
 

@@ -72,18 +72,18 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from evaluation.generate import sample_hf  # noqa: E402
 from evaluation.plots import RC, heatmap_panels, save  # noqa: E402
-from training.config import Config, load_config  # noqa: E402
+from common.config import Config, load_config  # noqa: E402
 from training.credit_cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
 from training.credit_delta import delta_lambda  # noqa: E402
 from training.data import NAMES, OBJECTS, SCAFFOLD  # noqa: E402
-from training.io import (  # noqa: E402
+from common.io import (  # noqa: E402
     read_jsonl,
     sha256_file,
     write_json_atomic,
     write_jsonl_atomic,
     write_text_atomic,
 )
-from training.manifest import build_manifest  # noqa: E402
+from common.manifest import build_manifest  # noqa: E402
 from training.presets import Preset, get_preset  # noqa: E402
 from training.rl import (  # noqa: E402
     Rollout,
@@ -95,7 +95,7 @@ from training.rl import (  # noqa: E402
     shape_rewards,
     verifiable_reward,
 )
-from training.runtime import seed_everything, setup_runtime  # noqa: E402
+from common.runtime import seed_everything, setup_runtime  # noqa: E402
 from training.token_weights import CreditBatch  # noqa: E402
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"

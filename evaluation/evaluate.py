@@ -25,8 +25,8 @@ from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
 from evaluation.grader import GRADER_VERSION, Verdict, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
 from evaluation.templates import render
-from training.config import load_config
-from training.io import sha256_file, write_json_atomic, write_jsonl_atomic
+from common.config import load_config
+from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 if TYPE_CHECKING:  # torch is imported only where a model is loaded: scoring jobs stay light
     from evaluation.generate import SamplingParams
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grader-workers", type=int, default=1)
     args = parser.parse_args(argv)
     from evaluation.generate import SamplingParams
-    from training.runtime import setup_runtime
+    from common.runtime import setup_runtime
 
     cfg = load_config(args.config)
     setup_runtime(cfg.runtime)

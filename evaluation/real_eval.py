@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.benchmarks import BenchmarkError, Problem, benchmark_file, get_benchmark, load_benchmark
-from training.config import Config, load_config
-from training.io import read_jsonl, write_json_atomic, write_jsonl_atomic
+from common.config import Config, load_config
+from common.io import read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # score: the workflow's resolved config is already validated; the preset lookup would import torch
     cfg = load_config(args.config, check_presets=args.command != "score")
     if args.command != "score":
-        from training.runtime import setup_runtime
+        from common.runtime import setup_runtime
 
         setup_runtime(cfg.runtime)
     COMMANDS[args.command](cfg, args)

@@ -332,10 +332,10 @@ def compare(results: Path, reference: Path, tol: Tolerances) -> Report:
 
 def machine_fingerprint() -> dict[str, str]:
     """What decides the float rounding of a CPU run: CPU model, torch's vector ISA, library versions
-    (from the run manifest's own probes, ``training.manifest``)."""
+    (from the run manifest's own probes, ``common.manifest``)."""
     import torch
 
-    from training.manifest import hardware, package_versions
+    from common.manifest import hardware, package_versions
 
     hw, versions = hardware(), package_versions()
     info = {"machine": hw["machine"], "cpu_model": hw.get("cpu") or hw["processor"] or "unknown",

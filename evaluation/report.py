@@ -50,7 +50,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from training.io import write_text_atomic
+from common.io import write_text_atomic
 
 from evaluation.metrics import bootstrap_ci
 from evaluation.metrics import weighted_average as _weighted_average
@@ -752,7 +752,7 @@ def render_csv(table: Table) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8, as is) atomically: :func:`training.io.write_text_atomic`."""
+    """Write ``text`` (UTF-8, as is) atomically: :func:`common.io.write_text_atomic`."""
     write_text_atomic(path, text)
 
 

@@ -30,7 +30,7 @@ TINY = {
 def tiny_env(tmp_path_factory):
     """(config path, train jsonl, model dir) for a 2-layer, hidden-32 Qwen3 model and its task."""
     from training import data, model
-    from training.config import load_config
+    from common.config import load_config
 
     root = tmp_path_factory.mktemp("tiny")
     cfg_path = root / "config.yaml"

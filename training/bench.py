@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from training import data, model, sft
-from training.config import load_config
+from common.config import load_config
 from training.presets import PRESETS, get_preset
 from training.rl import train
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from training.io import replace_dir_atomic
+from common.io import replace_dir_atomic
 
 
 def save_hf_atomic(model, tokenizer, out_dir: str | Path, extra_state: dict[str, Any] | None = None) -> None:

@@ -25,8 +25,8 @@ import argparse
 import random
 from dataclasses import dataclass
 
-from training.config import TaskConfig, load_config
-from training.io import sha256_file, write_json_atomic, write_jsonl_atomic
+from common.config import TaskConfig, load_config
+from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 NAMES = ("Sam", "Ann", "Tom", "Mia", "Ben", "Eva", "Leo", "Zoe", "Max", "Ivy")
 OBJECTS = ("pens", "apples", "coins", "books", "cards", "shells", "stamps", "beads")

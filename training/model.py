@@ -15,9 +15,9 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from training.config import ModelConfig, load_config
-from training.io import read_jsonl
-from training.runtime import setup_runtime
+from common.config import ModelConfig, load_config
+from common.io import read_jsonl
+from common.runtime import setup_runtime
 
 EOS = "<|endoftext|>"
 SPECIAL_TOKENS = [EOS, "<|im_start|>", "<|im_end|>"]

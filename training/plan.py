@@ -61,7 +61,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from training.config import Config, ConfigError, LoRAConfig, ScaleConfig, load_config
+from common.config import Config, ConfigError, LoRAConfig, ScaleConfig, load_config
 from training.credit_delta import CHUNK_BYTES
 from training.presets import Preset, get_preset
 

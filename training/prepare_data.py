@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, Sequence
 
-from training.config import Config, TrainDataConfig, load_config
-from training.io import sha256_file, write_json_atomic, write_jsonl_atomic
+from common.config import Config, TrainDataConfig, load_config
+from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 PLAIN = "plain"
 

@@ -142,3 +142,12 @@ def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Preset:
         raise KeyError(f"unknown algorithm {name!r}; valid: {sorted(PRESETS)}")
     preset = PRESETS[name]
     return preset.with_overrides(overrides) if overrides else preset
+
+
+def check_methods(data: Mapping[str, Any], error: type[Exception] = ValueError) -> None:
+    """Every ``methods`` entry names a preset whose ``algorithms.<name>`` overrides are valid knobs."""
+    for method in data["methods"]:
+        try:
+            get_preset(method, data["algorithms"].get(method))
+        except KeyError as exc:
+            raise error(f"config key 'methods': {exc.args[0]}") from None

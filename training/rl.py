@@ -41,11 +41,11 @@ from evaluation.generate import sample_hf
 from evaluation.grader import grade
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
-from training.config import Config, RLConfig, load_config
-from training.io import append_jsonl, read_jsonl
-from training.manifest import write_manifest
+from common.config import Config, RLConfig, load_config
+from common.io import append_jsonl, read_jsonl
+from common.manifest import write_manifest
 from training.presets import Preset, get_preset
-from training.runtime import seed_everything, setup_runtime
+from common.runtime import seed_everything, setup_runtime
 from training.scoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.token_weights import CreditBatch, get_token_weight_fn
 

@@ -16,10 +16,10 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from training.checkpoint import save_hf_atomic
-from training.config import load_config
-from training.io import read_jsonl
-from training.manifest import write_manifest
-from training.runtime import seed_everything, setup_runtime
+from common.config import load_config
+from common.io import read_jsonl
+from common.manifest import write_manifest
+from common.runtime import seed_everything, setup_runtime
 
 
 def encode_examples(tokenizer, rows: list[dict]) -> list[tuple[list[int], int]]:

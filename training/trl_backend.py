@@ -59,8 +59,8 @@ import torch
 from torch import Tensor
 
 from training import losses
-from training.config import Config, ScaleConfig
-from training.io import append_jsonl, read_jsonl, replace_dir_atomic
+from common.config import Config, ScaleConfig
+from common.io import append_jsonl, read_jsonl, replace_dir_atomic
 from training.presets import Preset
 from training.token_weights import CreditBatch, get_token_weight_fn
 
@@ -549,7 +549,7 @@ def train_trl(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_pat
     """
     from transformers.trainer_utils import get_last_checkpoint
 
-    from training.runtime import seed_everything, setup_runtime
+    from common.runtime import seed_everything, setup_runtime
 
     setup_runtime(cfg.runtime)
     seed_everything(seed)

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from evaluation import credit_analysis as ca
-from training.config import config_from_dict
+from common.config import config_from_dict
 from training.credit_cf import CFSpanRecord
 from training.data import SCAFFOLD
-from training.io import read_jsonl
+from common.io import read_jsonl
 from training.presets import get_preset
 from training.rl import train
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from training.config import ConfigError, config_from_dict
+from common.config import ConfigError, config_from_dict
 
 BASE = {"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"]}
 

@@ -2,7 +2,7 @@
 
 import re
 
-from training.config import config_from_dict
+from common.config import config_from_dict
 from training.data import make_splits
 
 BASE = {"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.io import copy_file_atomic
+from common.io import copy_file_atomic
 
 
 def test_copy_file_atomic_copies_and_leaves_no_temp_file(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from training.config import REPO_ROOT, LoRAConfig, config_from_dict, load_config
+from common.config import REPO_ROOT, LoRAConfig, config_from_dict, load_config
 from training.plan import (
     GB,
     KNOWN_MODELS,

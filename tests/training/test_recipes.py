@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from training.config import REPO_ROOT, ConfigError, config_from_dict, load_config
+from common.config import REPO_ROOT, ConfigError, config_from_dict, load_config
 from training.presets import get_preset
 
 RECIPES = sorted((REPO_ROOT / "config" / "experiments").glob("*.yaml")) + [REPO_ROOT / "config" / "config.yaml"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.config import config_from_dict
+from common.config import config_from_dict
 from training.presets import PRESETS, get_preset
 from training.rl import response_mask_from_ids, train
 

@@ -110,7 +110,7 @@ def test_cf_weights_and_drops_equal_with_and_without_the_prefix_cache(tiny_env):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from training.credit_cf import cf_with_spans
-    from training.io import read_jsonl
+    from common.io import read_jsonl
     from training.token_weights import CreditBatch
 
     tok = AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")

@@ -10,7 +10,7 @@ from snakemake.utils import validate
 validate(config, schema="../schemas/config.schema.yaml")
 
 sys.path.insert(0, str(Path(workflow.basedir)))
-from training.config import config_from_dict  # noqa: E402  (validates presets and fills defaults)
+from common.config import config_from_dict  # noqa: E402  (validates presets and fills defaults)
 from training.plan import launch_prefix, slurm_resources  # noqa: E402
 
 CFG = config_from_dict(config)

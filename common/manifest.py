@@ -10,10 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-import torch
-
-from training.config import REPO_ROOT, Config
-from training.io import sha256_file, write_json_atomic
+from common.config import REPO_ROOT, Config
+from common.io import sha256_file, write_json_atomic
 
 PACKAGES = ("torch", "transformers", "tokenizers", "snakemake", "math-verify", "sympy", "numpy", "pandas",
             "trl", "vllm", "evalplus", "lm_eval", "creditbench")
@@ -41,6 +39,13 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def _torch():
+    """torch if this process already uses it (manifests of torch-free jobs stay torch-free)."""
+    import sys
+
+    return sys.modules.get("torch")
+
+
 def hardware() -> dict[str, Any]:
     info: dict[str, Any] = {"machine": platform.machine(), "processor": platform.processor(),
                             "python": platform.python_version(), "system": platform.system()}
@@ -50,7 +55,8 @@ def hardware() -> dict[str, Any]:
         info["cpu"], info["cpu_count"] = (models[0] if models else "unknown"), len(models)
     except OSError:
         pass
-    if torch.cuda.is_available():
+    torch = _torch()
+    if torch is not None and torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return info
 
@@ -63,7 +69,7 @@ def build_manifest(cfg: Config, *, seeds: Mapping[str, int], data_files: Mapping
         "git_commit": commit,
         "git_dirty": dirty,
         "packages": package_versions(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": _torch().get_num_threads() if _torch() is not None else None,
         "hardware": hardware(),
         "config_hash": cfg.config_hash,
         "data_sha256": {k: sha256_file(v) for k, v in sorted(data_files.items())},
