@@ -1167,5 +1167,10 @@ def grade_many(
         return list(ex.map(lambda rg: grade(rg[0], rg[1], dataset=dataset, timeout_s=timeout_s), pairs))
 
 
-__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "extract_answer", "grade", "grade_many"]
+def reward(response: str, gold: str, *, timeout_s: float) -> float:
+    """The RL reward: 1.0 if the checker accepts the response, else 0.0 (the same verdict evaluation uses)."""
+    return float(grade(response, gold, timeout_s=timeout_s).correct)
+
+
+__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "extract_answer", "grade", "grade_many", "reward"]
 

@@ -4,8 +4,9 @@ Four stages, composed by the named presets in :mod:`training.presets`; the loop 
 an algorithm name:
 
     advantage(rewards[B], group_ids[B])            -> adv[B]          (GRPO / Dr.GRPO)
-    token weights (training.token_weights)          -> w[B, R]         (uniform, DelTA, CF, ...)
+    token weights (training.credit)                 -> w[B, R]         (uniform, DelTA, CF, ...)
     surrogate(logp, old_logp, adv_t, eps...)        -> loss[B, R]      (PPO clip, clip-higher, dual clip)
+    per_token_loss(..., w, kl_beta, weights_on_kl)  -> loss[B, R]      (surrogate x weights + KL k3)
     aggregate(loss, mask, mode, num_tokens, ...)    -> scalar          (named by formula)
 
 Shapes: ``B`` sequences in the (micro-)batch, ``R`` response positions. Every per-token tensor is
@@ -92,6 +93,36 @@ def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """
     delta = torch.clamp(ref_logp - logp, -20.0, 20.0)
     return torch.clamp(torch.exp(delta) - delta - 1.0, -10.0, 10.0)
+
+
+def per_token_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    weights: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+    dual_clip_c: float | None,
+    kl_beta: float,
+    weights_on_kl: bool,
+    ref_logp: Tensor | None = None,
+    is_ratio: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The one composition of surrogate, token weights and KL: ``(per_token [B, R], kl [B, R])``.
+
+    ``weights_on_kl`` says whether ``w`` multiplies the whole per-token loss (CF's ``per_token_loss * w``)
+    or the policy-gradient term only (DelTA's ``weighted_adv = lambda * A``):
+    ``w * (pg + beta * kl)`` or ``w * pg + beta * kl``. advantages [B] or [B, R]; ``kl`` is zero without
+    ``ref_logp``; ``is_ratio`` (TRL's vLLM importance-sampling correction, [B, R] or [B, 1]) multiplies pg.
+    """
+    adv_t = advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages.expand_as(logp)
+    pg = ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c)
+    if is_ratio is not None:
+        pg = pg * is_ratio
+    kl = kl_k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(pg)
+    per_token = weights * (pg + kl_beta * kl) if weights_on_kl else weights * pg + kl_beta * kl
+    return per_token, kl
 
 
 def aggregate(

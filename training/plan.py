@@ -22,7 +22,7 @@ Memory per GPU (GB = 1e9 bytes) for the trainer, per method (a KL term needs a r
   buffers); backend native materialises the logits: 8 bytes per (completion token, vocab entry)
   [ASSUMPTION: bf16 logits, the temperature-scaled copy and their gradient, plus fp32 slack].
 - DelTA (presets with ``needs_hidden``) keeps the LM-head inputs of the process's whole generation batch
-  (sequences x max_new_tokens x hidden, bf16 on the host when offloaded; ``training.credit_delta``
+  (sequences x max_new_tokens x hidden, bf16 on the host when offloaded; ``training.credit.delta``
   streams it in fp32 row chunks of at most 1 GiB, so no full-precision copy): checked against
   ``--host-mem-gb`` per node.
 - a fixed framework overhead (CUDA context, NCCL buffers, allocator fragmentation) [ASSUMPTION, 3 GB].
@@ -62,7 +62,7 @@ from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from common.config import Config, ConfigError, LoRAConfig, ScaleConfig, load_config
-from training.credit_delta import CHUNK_BYTES
+from training.credit.delta import CHUNK_BYTES
 from training.presets import Preset, get_preset
 
 GB = 1e9

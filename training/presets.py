@@ -1,5 +1,5 @@
 """Named algorithm presets: each is a composition of the pure stages in ``training.losses`` and
-``training.token_weights``. The loop reads a preset; it never branches on an algorithm name.
+``training.credit``. The loop reads a preset; it never branches on an algorithm name.
 
 Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only).
 
@@ -47,7 +47,7 @@ class Preset:
     scale_adv_by_std: bool
     """Divide the group-centred reward by the group std (GRPO) or not (Dr.GRPO)."""
     token_weights: str
-    """Name in ``training.token_weights.TOKEN_WEIGHTS``."""
+    """Name in ``training.credit.TOKEN_WEIGHTS``."""
     eps_low: float
     eps_high: float
     dual_clip_c: float | None
@@ -68,7 +68,7 @@ class Preset:
     """The token-weight function reads ``CreditBatch.hidden`` (captured in the old-log-prob forward)."""
     needs_kv: bool = False
     """The token-weight function re-scores edited responses (CF): the old-log-prob forward keeps its keys and
-    values, so that ``training.scoring.edited_logp`` runs only the edited suffixes."""
+    values, so that ``training.credit.rescoring.edited_logp`` runs only the edited suffixes."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
 

@@ -38,7 +38,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from evaluation.generate import sample_hf
-from evaluation.grader import grade
+from evaluation.grader import reward as verifiable_reward
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
 from common.config import Config, RLConfig, load_config
@@ -46,8 +46,8 @@ from common.io import append_jsonl, read_jsonl
 from common.manifest import write_manifest
 from training.presets import Preset, get_preset
 from common.runtime import seed_everything, setup_runtime
-from training.scoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
-from training.token_weights import CreditBatch, get_token_weight_fn
+from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
+from training.credit import CreditBatch, get_token_weight_fn
 
 PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
 
@@ -112,12 +112,7 @@ def sample_prompts(problems: list[dict], n: int, seed: int, step: int) -> list[d
     return random.Random(seed * 1_000_003 + step).sample(problems, n)
 
 
-def verifiable_reward(response: str, gold: str, *, timeout_s: float) -> float:
-    """1.0 if the answer checker accepts the response, else 0.0 (the checker evaluation uses)."""
-    return float(grade(response, gold, timeout_s=timeout_s).correct)
-
-
-# ---- the phases of one step, as functions (the loop below, and evaluation.credit_analysis, call them) ----
+# ---- the phases of one step, as functions (the loop below, and training.credit.analysis, call them) ----
 
 
 @dataclass(frozen=True)
@@ -216,7 +211,7 @@ def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bo
 
 
 def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
-    """CF's whole-sequence re-scoring under the current policy (``token_weights.LogProbFn``)."""
+    """CF's whole-sequence re-scoring under the current policy (``training.credit.batch.LogProbFn``)."""
 
     def logp_fn(p_ids, p_mask, r_ids, r_mask):
         with torch.no_grad():
@@ -230,7 +225,7 @@ def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
 def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
                       full_logp_fn: Callable[..., torch.Tensor],
                       source: SourceCache | None) -> Callable[..., torch.Tensor]:
-    """CF's prefix-cached re-scoring of edited rows of ``ro`` (``token_weights.EditLogProbFn``), on top of
+    """CF's prefix-cached re-scoring of edited rows of ``ro`` (``training.credit.batch.EditLogProbFn``), on top of
     the phase-3 forward's keys/values when ``source`` holds them."""
     return partial(edited_logp, model, ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
                    micro_batch_size=micro_batch_size, full_logp_fn=full_logp_fn, source=source)
@@ -317,12 +312,10 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 for s in chunked(len(idx_mb), rl.micro_batch_size):
                     i = idx_mb[s]
                     logp, _, _ = forward_logp(model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])
-                    adv_t = advantages[i].unsqueeze(-1).expand_as(logp)  # [b, R]
-                    pg = losses.ppo_clip_surrogate(logp, old_logp[i], adv_t, eps_low=preset.eps_low,
-                                                   eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c)
-                    kl = losses.kl_k3(logp, ref_logp[i]) if ref_logp is not None else torch.zeros_like(pg)
-                    w = weights[i]
-                    per_token = w * (pg + preset.kl_beta * kl) if preset.weights_on_kl else w * pg + preset.kl_beta * kl
+                    per_token, kl = losses.per_token_loss(
+                        logp, old_logp[i], advantages[i], weights[i], eps_low=preset.eps_low,
+                        eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c, kl_beta=preset.kl_beta,
+                        weights_on_kl=preset.weights_on_kl, ref_logp=None if ref_logp is None else ref_logp[i])
                     loss = losses.aggregate(per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
                                             num_seqs=num_seqs, max_len=rl.max_new_tokens)
                     loss.backward()

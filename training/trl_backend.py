@@ -11,14 +11,14 @@ vLLM rollouts (colocate or server); creditbench brings the credit assignment. Th
   ``last_hidden_state``) and the entropies. When TRL runs that forward itself (mini_batches > 1, or
   vLLM importance-sampling correction) its forward is reused; otherwise the adapter runs it once.
 - ``_generate_and_score_completions``: after TRL's rollout and rewards, builds the native
-  :class:`training.token_weights.CreditBatch` where TRL has the batch, calls the preset's token-weight
+  :class:`training.credit.batch.CreditBatch` where TRL has the batch, calls the preset's token-weight
   function (``TOKEN_WEIGHTS``; CF's counterfactual re-scoring runs through the same TRL forward) and
   stores ``token_weights`` and ``old_per_token_logps`` in the batch TRL shuffles and splits.
 - ``_compute_loss``: the native per-token loss :func:`per_token_loss` (``losses.ppo_clip_surrogate``
   with clip-higher and dual clip, ``losses.kl_k3``, the weight on pg or on pg + beta KL) and
   ``losses.aggregate`` with TRL's global normalisers.
 
-Rewards are TRL reward functions wrapping the native ones: ``training.rl.verifiable_reward`` (the
+Rewards are TRL reward functions wrapping the native ones: ``evaluation.grader.reward`` (the
 evaluation grader) plus, for presets with overlong shaping, ``losses.overlong_penalty`` (summed by
 TRL with weight 1, as the native loop adds them). Advantages are TRL's group z-score
 (``scale_rewards="group"``, or ``"none"`` for Dr.GRPO).
@@ -62,7 +62,7 @@ from training import losses
 from common.config import Config, ScaleConfig
 from common.io import append_jsonl, read_jsonl, replace_dir_atomic
 from training.presets import Preset
-from training.token_weights import CreditBatch, get_token_weight_fn
+from training.credit import CreditBatch, get_token_weight_fn
 
 PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
 LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
@@ -73,20 +73,12 @@ LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_toke
 
 def per_token_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor,
                    ref_logp: Tensor | None = None, is_ratio: Tensor | None = None) -> Tensor:
-    """The native loop's per-token loss (``training/rl.py`` step 5), composed from ``training.losses``.
-
-    advantages [B] or [B, R]; weights [B, R]; optional ``is_ratio`` (TRL's vLLM importance-sampling
-    correction, [B, R] or [B, 1]) multiplies the policy-gradient term. Returns [B, R].
-    """
-    adv_t = advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages.expand_as(logp)
-    pg = losses.ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=preset.eps_low, eps_high=preset.eps_high,
-                                   dual_clip_c=preset.dual_clip_c)
-    if is_ratio is not None:
-        pg = pg * is_ratio
-    kl = losses.kl_k3(logp, ref_logp) if ref_logp is not None and preset.kl_beta > 0 else torch.zeros_like(pg)
-    if preset.weights_on_kl:
-        return weights * (pg + preset.kl_beta * kl)
-    return weights * pg + preset.kl_beta * kl
+    """The native loop's per-token loss (``losses.per_token_loss`` with the preset's knobs). Returns [B, R]."""
+    per_token, _ = losses.per_token_loss(
+        logp, old_logp, advantages, weights, eps_low=preset.eps_low, eps_high=preset.eps_high,
+        dual_clip_c=preset.dual_clip_c, kl_beta=preset.kl_beta, weights_on_kl=preset.weights_on_kl,
+        ref_logp=ref_logp if preset.kl_beta > 0 else None, is_ratio=is_ratio)
+    return per_token
 
 
 def preset_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor, mask: Tensor,
@@ -135,7 +127,7 @@ def make_reward_funcs(preset: Preset, *, max_new_tokens: int, timeout_s: float, 
     ``stop_ids`` (eos, pad): a completion not ending in one is truncated (TRL's test).
     """
     if reward_fn is None:
-        from training.rl import verifiable_reward as reward_fn
+        from evaluation.grader import reward as reward_fn
 
     def correct(prompts, completions, completion_ids, answer, **_: Any) -> list[float]:
         t0 = time.perf_counter()

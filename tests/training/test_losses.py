@@ -14,6 +14,7 @@ from training.losses import (
     group_advantages,
     kl_k3,
     overlong_penalty,
+    per_token_loss,
     ppo_clip_surrogate,
 )
 
@@ -113,10 +114,8 @@ def test_micro_batch_invariance_8x1_equals_1x8(mode, weights_on_kl):
 
     def step(rows: slice, param: torch.Tensor) -> torch.Tensor:
         logp = torch.log_softmax(param[rows], -1).gather(-1, ids[rows][..., None]).squeeze(-1)
-        pg = ppo_clip_surrogate(logp, old_logp[rows], adv[rows, None].expand(-1, R), eps_low=0.2, eps_high=0.28,
-                                dual_clip_c=3.0)
-        kl = kl_k3(logp, ref_logp[rows])
-        tok = w[rows] * (pg + 0.04 * kl) if weights_on_kl else w[rows] * pg + 0.04 * kl
+        tok, _ = per_token_loss(logp, old_logp[rows], adv[rows], w[rows], eps_low=0.2, eps_high=0.28,
+                                dual_clip_c=3.0, kl_beta=0.04, weights_on_kl=weights_on_kl, ref_logp=ref_logp[rows])
         return aggregate(tok, mask[rows], mode, num_tokens=num_tokens, num_seqs=num_seqs, max_len=R)
 
     full_param = logits.clone().requires_grad_(True)
@@ -136,3 +135,19 @@ def test_micro_batch_invariance_8x1_equals_1x8(mode, weights_on_kl):
 def test_entropy_from_logits():
     assert entropy_from_logits(torch.zeros(2, 7)).tolist() == pytest.approx([math.log(7)] * 2)
     assert entropy_from_logits(torch.tensor([[100.0, 0.0, 0.0]])).item() == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("weights_on_kl", [False, True])
+def test_per_token_loss_by_hand(weights_on_kl):
+    """One token, numbers worked by hand: ratio e^0.1, A = 2, clip .2/.28 -> pg = -2 * min(e^0.1, 1.28);
+    k3 with ref - logp = -0.5: e^-0.5 + 0.5 - 1; w = 0.5, beta = 0.1."""
+    logp, old, ref = torch.tensor([[-1.0]]), torch.tensor([[-1.1]]), torch.tensor([[-1.5]])
+    tok, kl = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
+                             dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl, ref_logp=ref)
+    pg = -2.0 * math.exp(0.1)
+    k3 = math.exp(-0.5) + 0.5 - 1.0
+    want = 0.5 * (pg + 0.1 * k3) if weights_on_kl else 0.5 * pg + 0.1 * k3
+    assert kl.item() == pytest.approx(k3, abs=1e-6) and tok.item() == pytest.approx(want, abs=1e-6)
+    no_ref, kl0 = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
+                                 dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl)
+    assert kl0.item() == 0.0 and no_ref.item() == pytest.approx(0.5 * pg, abs=1e-6)

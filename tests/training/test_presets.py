@@ -10,7 +10,7 @@ import pytest
 
 from training.losses import AGGREGATION_MODES
 from training.presets import PRESETS, get_preset
-from training.token_weights import TOKEN_WEIGHTS
+from training.credit import TOKEN_WEIGHTS
 
 EXPECTED = {
     "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",

@@ -34,12 +34,11 @@ def _cfg(tiny_env, scale=None, **rl):
 
 
 def native_loss(preset, logp, old_logp, advantages, w, ref_logp, mask, *, num_tokens, num_seqs, max_len):
-    """``training/rl.py`` step 5, line by line."""
-    adv_t = advantages.unsqueeze(-1).expand_as(logp)
-    pg = losses.ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=preset.eps_low, eps_high=preset.eps_high,
-                                   dual_clip_c=preset.dual_clip_c)
-    kl = losses.kl_k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(pg)
-    per_token = w * (pg + preset.kl_beta * kl) if preset.weights_on_kl else w * pg + preset.kl_beta * kl
+    """``training/rl.py`` step 5: the loop's call of ``losses.per_token_loss`` and ``losses.aggregate``."""
+    per_token, _ = losses.per_token_loss(logp, old_logp, advantages, w, eps_low=preset.eps_low,
+                                         eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c,
+                                         kl_beta=preset.kl_beta, weights_on_kl=preset.weights_on_kl,
+                                         ref_logp=ref_logp)
     return per_token, losses.aggregate(per_token, mask, preset.aggregation, num_tokens=num_tokens,
                                        num_seqs=num_seqs, max_len=max_len)
 

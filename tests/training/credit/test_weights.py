@@ -8,8 +8,8 @@ import tempfile
 import pytest
 import torch
 
-from training.credit_delta import delta_lambda, delta_reference
-from training.token_weights import TOKEN_WEIGHTS, CreditBatch, get_token_weight_fn
+from training.credit.delta import delta_lambda, delta_reference
+from training.credit import TOKEN_WEIGHTS, CreditBatch, get_token_weight_fn
 
 torch.set_num_threads(1)
 
@@ -267,7 +267,7 @@ def test_delta_global_stats_equal_full_batch_across_two_ranks():
 
 # ----------------------------------------------------------------------------- CF: span detection
 
-from training.credit_cf import (  # noqa: E402
+from training.credit.cf import (  # noqa: E402
     CFSpans,
     cf,
     cf_spans,

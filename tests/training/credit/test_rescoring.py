@@ -1,4 +1,4 @@
-"""Prefix-cached re-scoring equals full forwards (training.scoring, used by CF)."""
+"""Prefix-cached re-scoring equals full forwards (training.credit.rescoring, used by CF)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from training.rl import forward_logp
-from training.scoring import edited_logp
+from training.credit.rescoring import edited_logp
 
 
 def tiny(arch: str) -> torch.nn.Module:
@@ -109,9 +109,9 @@ def test_cf_weights_and_drops_equal_with_and_without_the_prefix_cache(tiny_env):
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training.credit_cf import cf_with_spans
+    from training.credit.cf import cf_with_spans
     from common.io import read_jsonl
-    from training.token_weights import CreditBatch
+    from training.credit.batch import CreditBatch
 
     tok = AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(tiny_env["model"]).eval()

@@ -1,6 +1,6 @@
 """Credit-assignment analyses of one checkpoint: where DelTA's λ~ and CF's span importance go (issue 5).
 
-``python -m evaluation.credit_analysis --config C --model-dir M --train TRAIN.jsonl --out-dir DIR --seed S``
+``python -m training.credit.analysis --config C --model-dir M --train TRAIN.jsonl --out-dir DIR --seed S``
 (the workflow's rule ``credit_analysis`` writes ``OUT/analysis/{sft,<method>_seed<s>_step<n>}``).
 
 Offline, from one model folder, through the trainer's own functions (``training.rl``):
@@ -22,7 +22,7 @@ Offline, from one model folder, through the trainer's own functions (``training.
    distractors, their ratio.
 
 Token classes (the synthetic task, ``training.data``: ``" Let's think step by step. 7 + 5 = 12. 12 - 3 =
-9. \\boxed{9}"``), assigned on the concatenated per-token decodes (``credit_cf.token_pieces``):
+9. \\boxed{9}"``), assigned on the concatenated per-token decodes (``training.credit.cf.token_pieces``):
 
 - ``answer``: from the first ``\\boxed{`` to the end of the response (the boxed value, ``}`` and the EOS).
 - ``calculation``: before the answer, every match of ``a op b (op c)* = r`` with its closing period;
@@ -73,8 +73,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from evaluation.generate import sample_hf  # noqa: E402
 from evaluation.plots import RC, heatmap_panels, save  # noqa: E402
 from common.config import Config, load_config  # noqa: E402
-from training.credit_cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
-from training.credit_delta import delta_lambda  # noqa: E402
+from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
+from training.credit.delta import delta_lambda  # noqa: E402
 from training.data import NAMES, OBJECTS, SCAFFOLD  # noqa: E402
 from common.io import (  # noqa: E402
     read_jsonl,
@@ -96,14 +96,14 @@ from training.rl import (  # noqa: E402
     verifiable_reward,
 )
 from common.runtime import seed_everything, setup_runtime  # noqa: E402
-from training.token_weights import CreditBatch  # noqa: E402
+from training.credit import CreditBatch  # noqa: E402
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
 CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of a calculation
 CLASSES: tuple[str, ...] = (SCAFFOLDING, CALCULATION, ANSWER, OTHER)
 TABLE_CLASSES: tuple[str, ...] = (SCAFFOLDING, CALCULATION, CALC_OPERANDS, CALC_RESULT, ANSWER, OTHER, "all")
 SIDES: tuple[str, ...] = ("A>0", "A<0", "A=0", "all")
-SPAN_KINDS: tuple[str, ...] = ("arithmetic", "sentence")  # credit_cf.detect_spans kinds
+SPAN_KINDS: tuple[str, ...] = ("arithmetic", "sentence")  # training.credit.cf.detect_spans kinds
 CRITICAL_THRESHOLD = math.log(2.0)  # I(s) >= ln 2: masking s at least halves P(answer)
 
 ANSWER_MARKER = "\\boxed{"
@@ -560,7 +560,7 @@ def run_analysis(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.credit_analysis",
+    parser = argparse.ArgumentParser(prog="python -m training.credit.analysis",
                                      description=__doc__.split("\n\n")[0],
                                      epilog="--model-dir, --out-dir and --seed may be repeated (paired in "
                                             "order) to analyse several checkpoints in one process.")

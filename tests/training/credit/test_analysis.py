@@ -11,9 +11,9 @@ import statistics
 import pytest
 import torch
 
-from evaluation import credit_analysis as ca
+from training.credit import analysis as ca
 from common.config import config_from_dict
-from training.credit_cf import CFSpanRecord
+from training.credit.cf import CFSpanRecord
 from training.data import SCAFFOLD
 from common.io import read_jsonl
 from training.presets import get_preset

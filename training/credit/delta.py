@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from training.token_weights import CreditBatch
+    from training.credit.batch import CreditBatch
 
 StatsMode = Literal["local", "global"]
 _EPS = 1e-8  # reference: clamp of denominators and of the margin variance (gamma >= sqrt(1e-8))

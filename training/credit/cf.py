@@ -66,7 +66,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from training.token_weights import CreditBatch
+    from training.credit.batch import CreditBatch
 
 CFMode = Literal["counterfactual", "inverted", "random"]
 CF_MODES: tuple[str, ...] = ("counterfactual", "inverted", "random")

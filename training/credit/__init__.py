@@ -1,0 +1,53 @@
+"""Token-weight functions: the credit-assignment stage between advantage and surrogate.
+
+Every function has the signature ``fn(batch: CreditBatch, **knobs) -> w[B, R]`` and is registered in
+``TOKEN_WEIGHTS``. The loop calls the preset's function once per rollout batch, at theta_old, under
+``torch.no_grad``; the weights are held fixed across mini-batches and epochs (DelTA §3, CF §3).
+A preset says whether ``w`` multiplies the policy-gradient term only (equivalently: per-token
+advantage w*A, as DelTA's ``weighted_adv``) or the whole per-token loss including the KL term (CF's
+``per_token_loss * w``).
+
+Modules: ``batch`` (the inputs), ``simple``, ``delta``, ``cf`` (the weights), ``rescoring`` (CF's
+prefix-cached counterfactual forwards), ``analysis`` (offline analyses of a checkpoint).
+
+| name              | function                                    | paper / card (training/ALGORITHMS.md) |
+|-------------------|---------------------------------------------|---------------------------------------|
+| uniform           | ``training.credit.simple.uniform``          | GRPO / DAPO                           |
+| delta             | ``training.credit.delta.delta``             | DelTA arXiv 2605.21467 §3, App. H     |
+| delta_within_side | ``training.credit.delta.delta_within_side`` | DelTA Table 2 ablation                |
+| cf                | ``training.credit.cf.cf`` (mode knob)       | CF arXiv 2602.09331, aligntune code   |
+| forking_tokens    | ``training.credit.simple.forking_tokens``   | 80/20, arXiv 2506.01939               |
+| random_weights    | ``training.credit.simple.random_weights``   | control                               |
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from torch import Tensor
+
+from training.credit.batch import CreditBatch, EditLogProbFn, LogProbFn
+from training.credit.cf import cf
+from training.credit.delta import delta, delta_within_side
+from training.credit.simple import forking_tokens, random_weights, uniform
+
+__all__ = ["TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn", "LogProbFn", "get_token_weight_fn"]
+
+TokenWeightFn = Callable[..., Tensor]
+TOKEN_WEIGHTS: Mapping[str, TokenWeightFn] = MappingProxyType({
+    "uniform": uniform,
+    "delta": delta,
+    "delta_within_side": delta_within_side,
+    "cf": cf,
+    "forking_tokens": forking_tokens,
+    "random_weights": random_weights,
+})
+
+
+def get_token_weight_fn(name: str) -> TokenWeightFn:
+    """Look up a token-weight function by name; the error lists the valid ones."""
+    try:
+        return TOKEN_WEIGHTS[name]
+    except KeyError:
+        raise KeyError(f"unknown token-weight function {name!r}; valid: {sorted(TOKEN_WEIGHTS)}") from None
