@@ -77,6 +77,12 @@ class RLConfig:
     checkpoint_every: int
     log_token_weights: int
 
+    @property
+    def checkpoint_steps(self) -> tuple[int, ...]:
+        """RL steps whose checkpoints are kept and evaluated: every ``checkpoint_every`` steps, and the last."""
+        steps = list(range(self.checkpoint_every, self.steps + 1, self.checkpoint_every))
+        return tuple(steps if steps and steps[-1] == self.steps else steps + [self.steps])
+
 
 @dataclass(frozen=True)
 class EvalConfig:
@@ -236,6 +242,11 @@ class Config:
     @property
     def config_hash(self) -> str:
         return config_hash(self.raw)
+
+    @property
+    def synthetic_task(self) -> bool:
+        """True when training prompts come from ``training.data`` (no dataset or hub source configured)."""
+        return not (self.train_data.dataset or self.train_data.source)
 
 
 def _with_defaults(validator_class):

@@ -244,13 +244,6 @@ def parse_time_limit(limit: str | None) -> float | None:
     return (int(days) if days else 0) * 24 + h + m / 60 + sec / 3600
 
 
-def checkpoint_steps(cfg: Config) -> list[int]:
-    """Same rule as workflow/rules/common.smk: every checkpoint_every steps and the last."""
-    every, total = cfg.rl.checkpoint_every, cfg.rl.steps
-    steps = list(range(every, total + 1, every))
-    return steps if steps and steps[-1] == total else steps + [total]
-
-
 def eval_problem_count(cfg: Config, bench: str) -> int:
     if bench == "synthetic":
         n = cfg.task.n_heldout
@@ -267,12 +260,12 @@ def snakemake_jobs(cfg: Config) -> int:
     checkpoint and real_report (config ``real_eval``); convert_gguf; credit_analysis (synthetic task)."""
     from evaluation.real_eval import available_sets, checkpoints
 
-    m, s, c, b = len(cfg.methods), len(cfg.seeds), len(checkpoint_steps(cfg)), len(cfg.eval.benchmarks)
+    m, s, c, b = len(cfg.methods), len(cfg.seeds), len(cfg.rl.checkpoint_steps), len(cfg.eval.benchmarks)
     jobs = 3 + m * s + b * s * (1 + m * c) + 2
     real = checkpoints(cfg) if available_sets(cfg) else []
     jobs += 2 * len(real) + (1 if real else 0)
     jobs += 1 if cfg.model.convert_gguf else 0
-    jobs += 1 if not (cfg.train_data.dataset or cfg.train_data.source) else 0  # credit_analysis
+    jobs += 1 if cfg.synthetic_task else 0  # credit_analysis
     return jobs
 
 
@@ -436,7 +429,7 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
                          f"checkpoint on each rerun (--rerun-incomplete)")
     # ---- totals -----------------------------------------------------------------------------------------
     runs = len(cfg.methods) * len(cfg.seeds)
-    n_ckpt = len(checkpoint_steps(cfg))
+    n_ckpt = len(cfg.rl.checkpoint_steps)
     evals_per_seed = 1 + len(cfg.methods) * n_ckpt
     eval_gen = sum(eval_problem_count(cfg, b) for b in ev.benchmarks) * ev.k * evals_per_seed * len(cfg.seeds)
     eval_tokens = eval_gen * a.response_frac * ev.max_new_tokens

@@ -41,6 +41,7 @@ from evaluation.generate import sample_hf
 from evaluation.grader import reward as verifiable_reward
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
+from common.records import PHASES
 from common.config import Config, RLConfig, load_config
 from common.io import append_jsonl, read_jsonl
 from common.manifest import write_manifest
@@ -49,7 +50,6 @@ from common.runtime import seed_everything, setup_runtime
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.credit import CreditBatch, get_token_weight_fn
 
-PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
 
 
 class PhaseTimer:
@@ -332,7 +332,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         # ---- 6. checkpoint + metrics --------------------------------------------------------------
         done = step + 1
         with timer("checkpoint"):
-            if done % rl.checkpoint_every == 0 or done == rl.steps:
+            if done in rl.checkpoint_steps:
                 state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator)}
                 save_hf_atomic(model, tokenizer, ckpt_root / f"step{done}", extra_state=state)
                 if rl.log_token_weights:

@@ -59,12 +59,12 @@ import torch
 from torch import Tensor
 
 from training import losses
+from common.records import PHASES
 from common.config import Config, ScaleConfig
 from common.io import append_jsonl, read_jsonl, replace_dir_atomic
 from training.presets import Preset
 from training.credit import CreditBatch, get_token_weight_fn
 
-PHASES = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
 LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
 """TRL ``loss_type`` with the same aggregation (used by TRL for its logging only; the loss is ours)."""
 
@@ -425,10 +425,10 @@ def _make_callback_class():
     class CheckpointAndMetrics(TrainerCallback):
         """One metrics row per rollout step; HF folders + TRL resume state every checkpoint_every steps."""
 
-        def __init__(self, *, run_dir: Path, mini_batches: int, checkpoint_every: int, total_steps: int,
+        def __init__(self, *, run_dir: Path, mini_batches: int, checkpoint_steps: tuple[int, ...], total_steps: int,
                      base_model: str, wall_offset: float) -> None:
             self.run_dir, self.mini_batches = run_dir, mini_batches
-            self.checkpoint_every, self.total_steps = checkpoint_every, total_steps
+            self.checkpoint_steps, self.total_steps = checkpoint_steps, total_steps
             self.base_model, self.wall_offset = base_model, wall_offset
             self.trainer = None
             self.t_start = time.perf_counter()
@@ -439,7 +439,7 @@ def _make_callback_class():
                 return control
             done = state.global_step // self.mini_batches
             t0 = time.perf_counter()
-            if done % self.checkpoint_every == 0 or done == self.total_steps:
+            if done in self.checkpoint_steps:
                 export_hf_checkpoint(tr, self.run_dir / "checkpoints" / f"step{done}", base_model=self.base_model)
                 tr._save_checkpoint(tr.model, trial=None)  # TRL/HF resume state (optimizer, RNG, sampler)
             tr.phase_seconds["checkpoint"] += time.perf_counter() - t0
@@ -516,7 +516,7 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
     model = AutoModelForCausalLM.from_pretrained(sft_dir, dtype=dtype)
     log = RewardLog()
     trainer_cls, callback_cls = _make_trainer_class(), _make_callback_class()
-    callback = callback_cls(run_dir=run, mini_batches=cfg.rl.mini_batches, checkpoint_every=cfg.rl.checkpoint_every,
+    callback = callback_cls(run_dir=run, mini_batches=cfg.rl.mini_batches, checkpoint_steps=cfg.rl.checkpoint_steps,
                             total_steps=cfg.rl.steps, base_model=sft_dir, wall_offset=wall_offset)
     trainer = trainer_cls(
         model=model, args=GRPOConfig(**grpo_args(cfg, preset, seed=seed, output_dir=str(run / "trl"))),

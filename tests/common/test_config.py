@@ -44,3 +44,15 @@ def test_config_hash_changes_with_results_affecting_values():
     a = config_from_dict(BASE).config_hash
     b = config_from_dict({**BASE, "rl": {"lr": 1e-3}}).config_hash
     assert a != b and a == config_from_dict(BASE).config_hash
+
+
+@pytest.mark.parametrize("steps, every, expected", [(30, 10, (10, 20, 30)), (25, 10, (10, 20, 25)),
+                                                    (5, 10, (5,)), (1, 1, (1,))])
+def test_checkpoint_steps_every_n_and_the_last(steps, every, expected):
+    cfg = config_from_dict({**BASE, "rl": {"steps": steps, "checkpoint_every": every}})
+    assert cfg.rl.checkpoint_steps == expected
+
+
+def test_synthetic_task_unless_a_dataset_or_source_is_configured():
+    assert config_from_dict(BASE).synthetic_task
+    assert not config_from_dict({**BASE, "train_data": {"dataset": "gsm8k"}}).synthetic_task

@@ -2,6 +2,7 @@
 
 import json
 
+from common.records import SUMMARY_KEYS
 from evaluation import evaluate as ev
 from evaluation.benchmarks import Problem
 
@@ -26,6 +27,7 @@ def test_synthetic_evaluation_writes_traceable_samples_and_summary(tiny_env, tmp
              "--seed", "1", "--step", "0", "--out-prefix", str(prefix)])
     summary = json.loads((tmp_path / "synthetic.summary.json").read_text())
     samples = [json.loads(line) for line in (tmp_path / "synthetic.samples.jsonl").read_text().splitlines()]
+    assert set(SUMMARY_KEYS) <= set(summary)  # the contract the report reads
     assert summary["n_problems"] == 20 and summary["k"] == 2 and len(samples) == 40
     assert summary["template"] == "qa" and summary["data_sha256"]
     assert len(summary["per_problem_correct"]) == 20

@@ -29,7 +29,7 @@ _launch = launch_prefix(CFG)
 RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(
     CFG.runtime.torch_threads, sys.executable if _launch == "python" else _launch
 )
-DATA_MODULE = "training.prepare_data" if (CFG.train_data.dataset or CFG.train_data.source) else "training.data"
+DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
 
 
 wildcard_constraints:
@@ -39,20 +39,13 @@ wildcard_constraints:
     benchmark="[a-z0-9_]+",
 
 
-def checkpoint_steps() -> list[int]:
-    """RL steps whose checkpoints are evaluated (every checkpoint_every steps, and the last)."""
-    every, total = CFG.rl.checkpoint_every, CFG.rl.steps
-    steps = list(range(every, total + 1, every))
-    return steps if steps and steps[-1] == total else steps + [total]
-
-
 def eval_targets() -> list[str]:
     targets = []
     for bench in CFG.eval.benchmarks:
         for seed in CFG.seeds:
             targets.append(f"{OUT}/eval/sft/seed{seed}/step0/{bench}.summary.json")
             for method in CFG.methods:
-                for step in checkpoint_steps():
+                for step in CFG.rl.checkpoint_steps:
                     targets.append(f"{OUT}/eval/{method}/seed{seed}/step{step}/{bench}.summary.json")
     return targets
 
@@ -60,7 +53,7 @@ def eval_targets() -> list[str]:
 def analysis_runs() -> list[tuple[str, str, int]]:
     """(name, model folder, seed) of each credit analysis (training.credit.analysis), synthetic task only:
     the shared SFT checkpoint and the final checkpoint of the first seed of delta and cf if configured."""
-    if DATA_MODULE != "training.data":
+    if not CFG.synthetic_task:
         return []
     seed, step = CFG.seeds[0], CFG.rl.steps
     runs = [("sft", f"{OUT}/models/sft", seed)]

@@ -26,7 +26,7 @@ rule rl:
     output:
         metrics=f"{OUT}/runs/{{method}}/seed{{seed}}/metrics.jsonl",
         manifest=f"{OUT}/runs/{{method}}/seed{{seed}}/manifest.json",
-        checkpoints=[directory(f"{OUT}/runs/{{method}}/seed{{seed}}/checkpoints/step{s}") for s in checkpoint_steps()],
+        checkpoints=[directory(f"{OUT}/runs/{{method}}/seed{{seed}}/checkpoints/step{s}") for s in CFG.rl.checkpoint_steps],
     params:
         run_dir=f"{OUT}/runs/{{method}}/seed{{seed}}",
     log:

@@ -1,0 +1,123 @@
+"""The structure stays true: one-way layers (common <- evaluation <- training), no import cycles, small
+modules, and torch/sympy-free imports where the jobs need no model (issue 12's rules, enforced)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("common", "evaluation", "training")
+# what each layer may import of the project
+ALLOWED = {"common": {"common"}, "evaluation": {"common", "evaluation"}, "training": set(PACKAGES)}
+MAX_LINES = 600
+MAX_LINES_IN = {"evaluation/report": 500, "evaluation/grading": 500}
+
+
+def project_modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = path
+    return mods
+
+
+def _resolve(name: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_edges() -> dict[str, set[str]]:
+    """module -> project modules it imports, counting imports inside functions and under TYPE_CHECKING."""
+    mods = project_modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = _resolve(name, path, node)
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module for a in node.names]
+            for target in targets:
+                while target and target not in mods:  # `import a.b.c` of a non-module attribute: its module
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges[name].add(target)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_layers_import_one_way():
+    upward = [f"{m} -> {t}" for m, ts in import_edges().items() for t in sorted(ts)
+              if t.split(".")[0] not in ALLOWED[m.split(".")[0]]]
+    assert not upward, "upward imports (common <- evaluation <- training):\n" + "\n".join(upward)
+
+
+def test_no_import_cycles():
+    assert not cycles(import_edges()), cycles(import_edges())
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_modules_are_small():
+    big = []
+    for path in project_modules().values():
+        rel = path.relative_to(REPO).as_posix()
+        limit = next((n for prefix, n in MAX_LINES_IN.items() if rel.startswith(prefix + "/")), MAX_LINES)
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            big.append(f"{rel}: {lines} lines > {limit}")
+    assert not big, "\n".join(big)
+
+
+@pytest.mark.parametrize("modules", [
+    "common.config, common.io, common.manifest, common.records, common.runtime",
+    "evaluation.grading, evaluation.evaluate, evaluation.code_eval, evaluation.report, evaluation.benchmarks",
+])
+def test_torch_and_sympy_free_imports(modules):
+    code = f"import sys, {modules}; print(sorted({{'torch', 'sympy'}} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
