@@ -2,7 +2,7 @@
 
 Per step (one rollout batch):
   1. rollout    sample G responses for each of ``prompts_per_step`` prompts (KV cache, temperature T)
-  2. reward     binary verifiable reward from the answer checker (``evaluation.grader.grade``, the same
+  2. reward     binary verifiable reward from the answer checker (``evaluation.grading.grade``, the same
                 function evaluation uses) + DAPO overlong shaping if the preset says so
   3. old_logp   one no-grad forward at theta_old: log-probs, entropies and (if the preset needs it) the
                 LM-head input h, captured by a forward pre-hook on the same forward (DelTA needs no
@@ -38,7 +38,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from evaluation.generate import sample_hf
-from evaluation.grader import grade
+from evaluation.grading import grade
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
 from common.config import Config, RLConfig, load_config

@@ -1,6 +1,6 @@
 """CLI: grade a JSONL of predictions.
 
-``python -m evaluation.grade --input pairs.jsonl --output verdicts.jsonl [--dataset gsm8k|aime|math]
+``python -m evaluation.grading --input pairs.jsonl --output verdicts.jsonl [--dataset gsm8k|aime|math]
 [--timeout 5] [--workers N]``
 
 Each input line needs ``prediction`` (the model response) and ``answer`` (the gold); every other field is
@@ -18,7 +18,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from evaluation.grader import GRADER_VERSION, REASONS, grade_many
+from evaluation.grading import GRADER_VERSION, REASONS, grade_many
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Case tables for evaluation.grader: (gold, prediction, expected) rows with a one-line reason each.
+"""Case tables for evaluation.grading: (gold, prediction, expected) rows with a one-line reason each.
 
 Rows come from the checker differential test in shared/research/peers.md, Math-Verify issues
 (#14, #26, #37, #41, #60, #70), MATH-500/GSM8K/AIME gold formats and common model output styles.
@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import pytest
 
-import evaluation.grader as grader_mod
-from evaluation.grader import GRADER_VERSION, Verdict, extract_answer, grade, grade_many
+import evaluation.grading as grader_mod
+from evaluation.grading import GRADER_VERSION, Verdict, extract_answer, grade, grade_many
 
 B = "So the final answer is $\\boxed{%s}$."
 
