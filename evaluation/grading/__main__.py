@@ -3,8 +3,9 @@
 ``python -m evaluation.grading --input pairs.jsonl --output verdicts.jsonl [--dataset gsm8k|aime|math]
 [--timeout 5] [--workers N]``
 
-Each input line needs ``prediction`` (the model response) and ``answer`` (the gold); every other field is
-kept.  Each output line adds ``correct`` (bool), ``extracted`` (str or null) and ``reason``.  The output is
+Each input line needs ``prediction`` (the model response) and ``answer`` (the gold), strings or numbers,
+never null; every other field is kept.  Bad input stops the run with one line naming ``file:line`` and the
+field, before anything is graded.  Each output line adds ``correct`` (bool), ``extracted`` (str or null) and ``reason``.  The output is
 written atomically (temp file + ``os.replace``); counts per reason are printed at the end.
 """
 
@@ -21,25 +22,58 @@ from pathlib import Path
 from evaluation.grading import GRADER_VERSION, REASONS, grade_many
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Grade model predictions against gold answers.")
-    ap.add_argument("--input", required=True, type=Path, help="JSONL with `prediction` and `answer`")
-    ap.add_argument("--output", required=True, type=Path, help="JSONL written atomically")
-    ap.add_argument("--dataset", choices=["math", "gsm8k", "aime"], default=None, help="dataset rules")
-    ap.add_argument("--timeout", type=float, default=5.0, help="per-pair wall-clock limit, seconds")
-    ap.add_argument("--workers", type=int, default=1, help="parallel sympy worker processes")
-    args = ap.parse_args(argv)
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
 
+
+def _read(path: Path) -> list[dict]:
+    """The input rows; SystemExit with ``file:line: ...`` on the first bad one."""
     rows = []
-    with args.input.open() as fh:
+    with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            missing = [k for k in ("prediction", "answer") if k not in row]
-            if missing:
-                ap.error(f"{args.input}:{lineno}: missing field(s) {missing}")
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise SystemExit(f"{where}: expected a JSON object, got {type(row).__name__}")
+            for key in ("prediction", "answer"):
+                if key not in row:
+                    raise SystemExit(f"{where}: missing field {key!r}")
+                if not isinstance(row[key], (str, int, float)) or isinstance(row[key], bool):
+                    kind = "null" if row[key] is None else type(row[key]).__name__
+                    raise SystemExit(f"{where}: field {key!r} must be a string or a number, got {kind}")
             rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m evaluation.grading",
+                                 description="Grade model predictions against gold answers.")
+    ap.add_argument("--input", required=True, type=Path, help="JSONL with `prediction` and `answer`")
+    ap.add_argument("--output", required=True, type=Path, help="JSONL written atomically")
+    ap.add_argument("--dataset", choices=["math", "gsm8k", "aime"], default=None, help="dataset rules")
+    ap.add_argument("--timeout", type=_positive, default=5.0, help="per-pair wall-clock limit, seconds (> 0)")
+    ap.add_argument("--workers", type=int, default=1, help="parallel sympy worker processes")
+    args = ap.parse_args(argv)
+
+    if args.workers < 1:
+        ap.error(f"--workers must be >= 1, got {args.workers}")
+    try:
+        rows = _read(args.input)
+    except OSError as exc:
+        raise SystemExit(f"{args.input}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{args.input}: not UTF-8 text ({exc.reason})") from None
     verdicts = grade_many(
         [(str(r["prediction"]), str(r["answer"])) for r in rows],
         dataset=args.dataset,

@@ -10,11 +10,12 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from evaluation.grading.forms import clock, clocks_equal, decimal_comma, number_with_unit, ratio, ratios_equal
 from evaluation.grading.normalize import (
     _BASE_RE,
     _CHOICE_RE,
     _INT_RE,
-    _VAR,
+    _LABEL,
     _bare,
     _depth_ok,
     _key,
@@ -27,11 +28,28 @@ from evaluation.grading.normalize import (
 log = logging.getLogger(__name__)
 
 
+def _ratio_verdict(pr: list[Fraction] | None, gr: list[Fraction] | None, p_num: Any, g_num: Any) -> str | None:
+    """Ratios: proportional parts; a two-part ratio against a non-integer fraction compares its quotient."""
+    if pr is None and gr is None:
+        return None
+    if pr is not None and gr is not None:
+        return "correct" if ratios_equal(pr, gr) else "wrong"
+    if gr is not None and len(gr) == 2 and gr[1] and p_num is not None and p_num.value.denominator != 1:
+        return "correct" if p_num.value == gr[0] / gr[1] else "wrong"
+    if pr is not None and len(pr) == 2 and pr[1] and g_num is not None and g_num.value.denominator != 1:
+        return "correct" if g_num.value == pr[0] / pr[1] else "wrong"
+    return "wrong" if (gr is not None and p_num is not None) or (pr is not None and g_num is not None) else None
+
+
 def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
     """``correct``/``wrong``/``parse_error`` when decidable without sympy, else None."""
     pn, gn = _normalize(pred), _normalize(gold)
     if not pn.text:
         return "no_answer" if not pred.strip() else "parse_error"
+    gc = clock(gold)
+    if gc is not None:  # clock times compare as times, never as ratios
+        pc = clock(_bare(pred.strip()))
+        return "correct" if pc is not None and clocks_equal(pc, gc) else "wrong"
     p_num, g_num = _simple_number(pn.text), _simple_number(gn.text)
     if g_num is None or p_num is None:
         p_bare, g_bare = _bare(pn.text), _bare(gn.text)
@@ -40,6 +58,11 @@ def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
         if _key(p_bare) == _key(g_bare) and pn.pct == gn.pct and (p_bare != pn.text) != (g_bare != gn.text):
             return "correct"  # "x = 5" vs "5"
         p_num, g_num = _simple_number(p_bare), _simple_number(g_bare)
+        verdict = _ratio_verdict(ratio(p_bare), ratio(g_bare), p_num, g_num)
+        if verdict is not None:
+            return verdict
+        if g_num is not None and p_num is None:
+            p_num = (decimal_comma(p_bare) if g_num.quantum is not None else None) or number_with_unit(p_bare)
     if g_num is not None and p_num is not None:
         aime_gold = dataset == "aime" and g_num.value.denominator == 1
         if aime_gold and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
@@ -115,6 +138,7 @@ def _outer_bracket(s: str) -> tuple[str, str, str] | None:
 
 _MATRIX_RE = re.compile(r"^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?(.*)\\end\{\1\}$", re.S)
 _INEQ_RE = re.compile(r"(\\le|\\ge|<|>)")
+_BRACKETED_ARRAY_RE = re.compile(r"^[\[(]\s*(\\begin\{array\}.*\\end\{array\})\s*[\])]$", re.S)
 
 
 _PM_RE = re.compile(r"\\(pm|mp)(?![a-zA-Z])")
@@ -134,12 +158,15 @@ def _expand_pm(elems: Sequence[str]) -> tuple[str, ...]:
 
 def _single_lhs(st: tuple[Any, ...]) -> bool:
     """An equation whose left side is one variable (``x = ...``)."""
-    return st[0] == "eq" and re.fullmatch(_VAR, st[1].strip()) is not None
+    return st[0] == "eq" and re.fullmatch(_LABEL, st[1].strip()) is not None
 
 
 def _structure(s: str) -> tuple[Any, ...]:
     """Parse the top-level structure of a normalised answer."""
     s = s.strip()
+    mb = _BRACKETED_ARRAY_RE.match(s)
+    if mb:
+        s = mb.group(1)
     m = _MATRIX_RE.match(s)
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
@@ -168,7 +195,27 @@ def _structure(s: str) -> tuple[Any, ...]:
         iv = _ineq_to_interval(pieces)
         if iv is not None:
             return iv
+        return ("ineq", s, tuple(pieces))
     return ("scalar", s)
+
+
+def _solve_ineq(st: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``-x > -3`` or ``2x \\le 6``: the interval sympy solves it to (one variable), else a scalar."""
+    import sympy
+
+    if st[0] != "ineq" or len(st[2]) != 3:
+        return ("scalar", st[1]) if st[0] == "ineq" else st
+    a, op, b = st[2]
+    lhs, rhs = _to_sympy(a.strip()), _to_sympy(b.strip())
+    syms = (lhs - rhs).free_symbols
+    if len(syms) != 1:
+        return ("scalar", st[1])
+    rel = {"<": sympy.Lt, ">": sympy.Gt, "\\le": sympy.Le, "\\ge": sympy.Ge}[op.strip()](lhs, rhs)
+    sol = sympy.solveset(rel, next(iter(syms)), sympy.S.Reals)
+    if isinstance(sol, sympy.Interval):
+        o, c = "(" if sol.left_open else "[", ")" if sol.right_open else "]"
+        return ("bracket", o, c, (sympy.latex(sol.start), sympy.latex(sol.end)))
+    return ("scalar", st[1])
 
 
 def _ineq_to_interval(p: list[str]) -> tuple[Any, ...] | None:
@@ -232,19 +279,19 @@ def _decimal_quantum(s: str) -> Fraction | None:
     return num.quantum if num is not None else None
 
 
-def _numeric_zero(d: Any, scale: Any) -> bool | None:
+def _numeric_zero(d: Any, scale: Any, digits: int = 60) -> bool | None:
     """True/False when the numeric value of d settles it, None when it cannot be evaluated."""
     import sympy
 
     try:
-        v = sympy.N(d, 60)
-        sv = abs(sympy.N(scale, 60))
+        v = sympy.N(d, digits)
+        sv = abs(sympy.N(scale, digits))
     except Exception:
         return None
     if not v.is_number or v.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo):
         return None
     try:
-        return bool(abs(v) <= sympy.Float(10, 60) ** -55 * max(1, sv))
+        return bool(abs(v) <= sympy.Float(10, digits) ** -(digits - 5) * (sv if sv != 0 else 1))
     except TypeError:
         return None
 
@@ -256,10 +303,8 @@ def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> b
     gq = _decimal_quantum(g)
     a = _to_sympy(p)
     b = _to_sympy(g)
-    if deg_g and not deg_p and a.has(sympy.pi):
-        a = a * 180 / sympy.pi
-    elif deg_p and not deg_g and b.has(sympy.pi):
-        a = a * sympy.pi / 180
+    if (deg_g and not deg_p and a.has(sympy.pi)) or (deg_p and not deg_g and b.has(sympy.pi)):
+        return False  # an angle in the other unit: the requested unit counts
     if a == b:
         return True
     if gq is not None:  # decimal gold: accept values that round to it
@@ -279,6 +324,8 @@ def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> b
         dn = _numeric_zero(d, b)
         if dn is not None and not dn:
             return False
+        if dn and _numeric_zero(d, b, 120):
+            return True  # vanishes to 60 and 120 digits: no simplify (nested radicals can take minutes)
         try:
             ds = sympy.simplify(d)
         except Exception:
@@ -325,9 +372,23 @@ def _eq_equal(p: tuple[Any, ...], g: tuple[Any, ...]) -> bool:
     return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
 
 
+def _labels(items: Sequence[str]) -> dict[str, str] | None:
+    """``x = 1, y = 2`` -> {"x": "1", "y": "2"} when every item is a labelled value with a distinct label."""
+    out = {}
+    for it in items:
+        st = _structure(it)
+        if not _single_lhs(st):
+            return None
+        out[re.sub(r"[\s{}]", "", st[1]).lower()] = st[2]
+    return out if len(out) == len(items) else None
+
+
 def _multiset_equal(ps: Sequence[str], gs: Sequence[str], pn: _Norm, gn: _Norm) -> bool:
     if len(ps) != len(gs):
         return False
+    pl, gl = _labels(ps), _labels(gs)
+    if pl is not None and gl is not None and set(pl) == set(gl):  # labelled on both sides: match by label
+        return all(_elem_equal(pl[k], gl[k], pn, gn) for k in gl)
     used = [False] * len(gs)
     for p in ps:
         for j, g in enumerate(gs):
@@ -352,6 +413,7 @@ def _elem_equal(p: str, g: str, pn: _Norm, gn: _Norm) -> bool:
 
 
 def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm) -> bool:
+    ps, gs = _solve_ineq(ps), _solve_ineq(gs)
     kind = gs[0]
     if kind != "eq" and _single_lhs(ps):
         ps = _structure(ps[2])  # "x = 5" against "5"
@@ -373,20 +435,21 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
         a, b = _simple_number(ps[1]), _simple_number(gs[1])
         if a is not None and b is not None:
             return _numbers_equal(a, pn, b, gn)
-        if pn.pct != gn.pct:
-            ok = _scalar_equal(ps[1], gs[1])
-            if ok:
-                return True
-            factor = "/100" if pn.pct else "*100"
-            return _scalar_equal(f"({ps[1]}){factor}", gs[1])
+        if pn.pct and not gn.pct:
+            return _scalar_equal(f"({ps[1]})/100", gs[1])
         return _scalar_equal(ps[1], gs[1], pn.deg, gn.deg)
     if kind in ("list", "set"):
+        if kind == "list" and ps[0] == "bracket" and ps[1] == "(" and _labels(gs[1]) is not None:
+            return len(ps[3]) == len(gs[1]) and all(
+                _elem_equal(a, _structure(b)[2], pn, gn) for a, b in zip(ps[3], gs[1]))
         if ps[0] not in ("list", "set"):
             return len(gs[1]) == 1 and _elem_equal(ps[1] if ps[0] == "scalar" else "", gs[1][0], pn, gn)
         return _multiset_equal(ps[1], gs[1], pn, gn)
     if kind == "bracket":
         if ps[0] == "union" and len(ps[1]) == 1:
             ps = _structure(ps[1][0])
+        if ps[0] == "list" and gs[1] == "(" and _labels(ps[1]) is not None:  # x = 1, y = 2 vs (1, 2)
+            ps = ("bracket", "(", ")", tuple(_structure(e)[2] for e in ps[1]))
         if ps[0] != "bracket" or ps[1:3] != gs[1:3] or len(ps[3]) != len(gs[3]):
             return False
         return all(_elem_equal(a, b, pn, gn) for a, b in zip(ps[3], gs[3]))

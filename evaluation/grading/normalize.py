@@ -48,28 +48,57 @@ _SCI_TEX_RE = re.compile(
     r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
 )
 _VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
-_ASSIGN_RE = re.compile(rf"^{_VAR}\s*=\s*")
+# a label on the left of "=": a variable, a tuple of variables, a named ratio, a segment or an angle
+_LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|[A-Za-z]{{1,3}}(?:\s*:\s*[A-Za-z]{{1,3}})+|[A-Z]{{2,3}}"
+          rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*\(\s*[a-zA-Z0-9]\s*\))")
+_ASSIGN_RE = re.compile(rf"^{_LABEL}\s*=\s*")
 _IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
 _CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
 _BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
 
 
-def _number_word(s: str) -> int | None:
-    w = s.lower().strip().replace("-", " ")
-    parts = w.split()
-    if not parts or len(parts) > 2:
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_DENOMS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
+           "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
+           "eighth": 8, "eighths": 8, "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
+
+
+def _cardinal(words: list[str]) -> int | None:
+    """``two hundred and five`` -> 205 (cardinals below 10^12)."""
+    total = cur = 0
+    seen = False
+    for w in words:
+        if w == "and" and seen:
+            continue
+        if w in _NUMBER_WORDS:
+            cur += _NUMBER_WORDS[w]
+        elif w in _TENS:
+            cur += _TENS[w]
+        elif w in _SCALES and seen:
+            if w == "hundred":
+                cur = (cur or 1) * 100
+            else:
+                total, cur = total + (cur or 1) * _SCALES[w], 0
+        elif w == "hundred":
+            cur = 100
+        else:
+            return None
+        seen = True
+    return total + cur if seen else None
+
+
+def _number_word(s: str) -> str | None:
+    """A number written in words as a numeral string: ``forty-two``, ``three quarters``, ``a half``."""
+    words = s.lower().strip().replace("-", " ").split()
+    if not words or len(words) > 8:
         return None
-    if len(parts) == 1:
-        if parts[0] in _NUMBER_WORDS:
-            return _NUMBER_WORDS[parts[0]]
-        if parts[0] in _TENS:
-            return _TENS[parts[0]]
-        if parts[0] == "hundred":
-            return 100
-        return None
-    if parts[0] in _TENS and parts[1] in _NUMBER_WORDS and 0 < _NUMBER_WORDS[parts[1]] < 10:
-        return _TENS[parts[0]] + _NUMBER_WORDS[parts[1]]
-    return None
+    if len(words) >= 2 and words[-1] in _DENOMS:
+        num = 1 if words[:-1] in (["a"], ["one"], ["an"]) else _cardinal(words[:-1])
+        if num is None or (num > 1) != words[-1].endswith("s") and words[-1] not in ("half",):
+            return None
+        return f"\\frac{{{num}}}{{{_DENOMS[words[-1]]}}}"
+    n = _cardinal(words)
+    return None if n is None else str(n)
 
 
 def _replace_text_groups(s: str) -> tuple[str, bool]:
@@ -88,7 +117,9 @@ def _replace_text_groups(s: str) -> tuple[str, bool]:
             deg, inner = True, ""
         elif low in ("and", "or"):
             inner = ","
-        elif re.fullmatch(r"[a-zA-Z][a-zA-Z .]*", inner) and re.search(r"[\d}]\s*$", before):
+        elif re.fullmatch(r"[a-zA-Z\u00b5\u03bc\u03a9][a-zA-Z0-9 ./^\u00b5\u03bc\u03a9-]*", inner) and re.search(
+            r"[\d}]\s*$", before
+        ):
             rest = re.sub(r"^\s*\^\s*\{?[23]\}?", "", after)
             if not rest.strip():
                 inner, after = "", rest  # unit after a number
@@ -152,11 +183,17 @@ def _fix_shorthands(s: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _normalize(raw: str) -> _Norm:
-    """Normalise an answer string (pure, cached)."""
+    """Normalise an answer string (pure, cached; longer than the cap: returned as is, a parse error later)."""
+    if len(raw) > _MAX_LEN:
+        return _Norm(text=raw, pct=False, deg=False, is_text=False)
     plain = raw.strip()
     if _PLAIN_RE.fullmatch(plain):  # fast lane: 42, -3.5, 1,000
         return _Norm(text=plain.replace(",", ""), pct=False, deg=False, is_text=False)
     s = _strip_delims(raw)
+    for a, b in _UNICODE:
+        s = s.replace(a, b)
+    s = _ASCII_REL_RE.sub(lambda m: _ASCII_REL[m.group(0)], s)
+    s = _repeating(s)
     s = s.replace("\n", " ").replace("{,}", ",")
     s = re.sub(r",\\!\s*", ",", s)
     s = _NOISE_RE.sub(" ", s)
@@ -187,7 +224,7 @@ def _normalize(raw: str) -> _Norm:
     if re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]", s) and len(s) >= 3 and "\\" not in s:
         nw = _number_word(s)
         if nw is not None:
-            s = str(nw)
+            s = nw
         elif s.lower() in ("infinity", "inf", "infinite"):
             s = "\\infty"
         elif (
@@ -201,13 +238,55 @@ def _normalize(raw: str) -> _Norm:
         s = _fix_shorthands(s)
         s = _IN_RE.sub("", s, count=1)
         s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
-        if _THOUSANDS_RE.match(s):
-            s = s.replace(",", "")
+        s = _strip_braces(s)
+        if _THOUSANDS_RE.match(s) or _SPACE_THOUSANDS_RE.match(s):
+            s = s.replace(",", "").replace(" ", "")
+        m = _TEXT_MIXED_RE.match(s)
+        if m and int(m.group(3)) < int(m.group(4)):
+            s = f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
         m = _SCI_TEX_RE.match(s)
         if m:
             s = f"{m.group(1)}e{m.group(2)}"
     s = s.strip()
     return _Norm(text=s, pct=pct, deg=deg, is_text=is_text)
+
+
+_UNICODE = (("∞", "\\infty "), ("π", "\\pi "), ("√", "\\sqrt"), ("−", "-"), ("–", "-"), ("≤", "\\le "),
+            ("≥", "\\ge "), ("≠", "\\ne "), ("∪", "\\cup "), ("×", "\\times "), ("·", "\\cdot "),
+            ("⩽", "\\le "), ("⩾", "\\ge "), ("÷", "/"))
+_ASCII_REL = {"<=": "\\le ", ">=": "\\ge ", "=<": "\\le ", "!=": "\\ne ", "=/=": "\\ne "}
+_ASCII_REL_RE = re.compile(r"=/=|<=|>=|=<|!=")
+_SPACE_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_TEXT_MIXED_RE = re.compile(r"^([+-]?)(\d+)\s*(?:\s|and\s*|\+\s*)(\d+)\s*/\s*(\d+)$")
+_REPEAT_RE = re.compile(
+    r"(\d*)\.(\d*)(?:\\overline\s*\{(\d+)\}|\\dot\s*\{(\d)\}|\((\d+)\)(?![\d.])|(\d)(?=\6\6)\6*(?:\.\.\.|\\[lc]?dots))"
+)
+
+
+def _repeating(s: str) -> str:
+    """Repeating decimals as exact fractions: ``0.\\overline{3}``, ``0.1(6)``, ``0.333...`` -> ``\\frac{p}{q}``."""
+    if "." not in s:
+        return s
+
+    def frac(m: re.Match[str]) -> str:
+        ip, fp = m.group(1) or "0", m.group(2)
+        rep = next(g for g in m.group(3, 4, 5, 6) if g)
+        whole = int(ip + fp + rep) - int(ip + fp)
+        den = (10 ** len(rep) - 1) * 10 ** len(fp)
+        f = Fraction(whole, den)
+        return f"\\frac{{{f.numerator}}}{{{f.denominator}}}" if f.denominator != 1 else str(f.numerator)
+
+    return _REPEAT_RE.sub(frac, s)
+
+
+def _strip_braces(s: str) -> str:
+    """Redundant outer braces and trailing LaTeX line breaks: ``{{5}}`` -> ``5``, ``5 \\\\`` -> ``5``."""
+    s = s.rstrip()
+    while s.endswith("\\\\"):
+        s = s[:-2].rstrip()
+    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _match_brace(s, 0) == len(s) - 1:
+        s = s[1:-1].strip()
+    return s
 
 
 def _bare(s: str) -> str:
@@ -277,14 +356,15 @@ def _num_match(p: Fraction, g: _Num) -> bool:
 
 
 def _numbers_equal(p: _Num, pn: _Norm, g: _Num, gn: _Norm) -> bool:
-    """Compare plain numbers with the percent and decimal-gold rules."""
-    if _num_match(p.value, g):
-        return True
+    """Compare plain numbers with the percent and decimal-gold rules.
+
+    A ``%`` on the prediction only divides it by 100 (``25\\%`` is 0.25, so it matches 0.25 and not 25);
+    against a percent gold a bare number reads as that many percent (``10`` matches ``10\\%``, ``0.1`` not).
+    """
     if pn.pct and not gn.pct:
         return _num_match(p.value / 100, g)
-    if gn.pct and not pn.pct:
-        return _num_match(p.value * 100, g)
-    return False
+    return _num_match(p.value, g)
+
 
 def _depth_ok(s: str) -> bool:
     if len(s) > _MAX_LEN:
