@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from evaluation.grader import GRADER_VERSION, grade
+from evaluation.grading import GRADER_VERSION, grade
 
 
 def _math_verify(response: str, gold: str) -> bool | None:

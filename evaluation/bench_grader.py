@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from evaluation.grader import GRADER_VERSION, grade, grade_many
+from evaluation.grading import GRADER_VERSION, grade, grade_many
 
 DATA = Path("/work/shared/data/benchmarks")
 _FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from common.io import sha256_file  # noqa: F401  (re-exported for code_eval, gguf_convert)
+from evaluation.grading.extract import last_boxed
 
 log = logging.getLogger(__name__)
 
@@ -266,23 +267,6 @@ def _read_rows(path: Path, raw: bytes, fmt: str) -> list[dict[str, Any]]:
             raise BenchmarkError(f"{path}: expected a JSON array")
         return data
     return _read_jsonl(raw)
-
-
-def last_boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` (or ``\fbox{...}``) in ``text`` with balanced braces."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
-        return None
-    i = text.index("{", start) + 1
-    depth = 1
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j]
-    return None
 
 
 def _num_str(x: Any) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
-from evaluation.grader import GRADER_VERSION, Verdict, grade, grade_many
+from evaluation.grading import GRADER_VERSION, Verdict, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
 from evaluation.templates import render
 from common.config import load_config

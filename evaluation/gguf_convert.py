@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.benchmarks import last_boxed, load_benchmark, sha256_file
+from evaluation.benchmarks import load_benchmark, sha256_file
+from evaluation.grading import last_boxed
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Per step (one rollout batch):
   1. rollout    sample G responses for each of ``prompts_per_step`` prompts (KV cache, temperature T)
-  2. reward     binary verifiable reward from the answer checker (``evaluation.grader.grade``, the same
+  2. reward     binary verifiable reward from the answer checker (``evaluation.grading.grade``, the same
                 function evaluation uses) + DAPO overlong shaping if the preset says so
   3. old_logp   one no-grad forward at theta_old: log-probs, entropies and (if the preset needs it) the
                 LM-head input h, captured by a forward pre-hook on the same forward (DelTA needs no
@@ -38,7 +38,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from evaluation.generate import sample_hf
-from evaluation.grader import reward as verifiable_reward
+from evaluation.grading import grade, reward
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
 from common.records import PHASES
@@ -112,6 +112,15 @@ def sample_prompts(problems: list[dict], n: int, seed: int, step: int) -> list[d
     return random.Random(seed * 1_000_003 + step).sample(problems, n)
 
 
+REWARD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))
+"""Sympy worker subprocesses grading one rollout batch (most pairs never leave the fast path)."""
+
+
+def verifiable_reward(response: str, gold: str, *, timeout_s: float) -> float:
+    """1.0 if the answer checker accepts the response, else 0.0 (the checker evaluation uses)."""
+    return float(grade(response, gold, timeout_s=timeout_s).correct)
+
+
 # ---- the phases of one step, as functions (the loop below, and training.credit.analysis, call them) ----
 
 
@@ -151,10 +160,17 @@ def sample_rollout(model, tokenizer, problems: list[dict], rl: RLConfig, *, seed
 
 def grade_rollout(ro: Rollout, tokenizer, *, timeout_s: float,
                   reward_fn: Callable[..., float] = verifiable_reward) -> Rollout:
-    """Phase 2a: the verifiable reward of every response (the answer checker on its decoded text)."""
+    """Phase 2a: the verifiable reward of every response (the answer checker on its decoded text).
+
+    The default reward grades the batch through a pool of sympy workers (``evaluation.grading.reward``).
+    """
     texts = tokenizer.batch_decode(
         [ids[: int(m.sum())] for ids, m in zip(ro.response_ids, ro.response_mask)], skip_special_tokens=True)
-    correct = torch.tensor([reward_fn(t, g, timeout_s=timeout_s) for t, g in zip(texts, ro.golds)])
+    if reward_fn is verifiable_reward:
+        scores = reward(texts, list(ro.golds), timeout_s=timeout_s, workers=REWARD_WORKERS)
+    else:
+        scores = [reward_fn(t, g, timeout_s=timeout_s) for t, g in zip(texts, ro.golds)]
+    correct = torch.tensor(scores)
     return replace(ro, correct=correct)
 
 

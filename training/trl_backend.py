@@ -18,7 +18,7 @@ vLLM rollouts (colocate or server); creditbench brings the credit assignment. Th
   with clip-higher and dual clip, ``losses.kl_k3``, the weight on pg or on pg + beta KL) and
   ``losses.aggregate`` with TRL's global normalisers.
 
-Rewards are TRL reward functions wrapping the native ones: ``evaluation.grader.reward`` (the
+Rewards are TRL reward functions wrapping the native ones: ``evaluation.grading.reward`` (the
 evaluation grader) plus, for presets with overlong shaping, ``losses.overlong_penalty`` (summed by
 TRL with weight 1, as the native loop adds them). Advantages are TRL's group z-score
 (``scale_rewards="group"``, or ``"none"`` for Dr.GRPO).
@@ -58,6 +58,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from evaluation.grading import reward
 from training import losses
 from common.records import PHASES
 from common.config import Config, ScaleConfig
@@ -126,12 +127,13 @@ def make_reward_funcs(preset: Preset, *, max_new_tokens: int, timeout_s: float, 
 
     ``stop_ids`` (eos, pad): a completion not ending in one is truncated (TRL's test).
     """
-    if reward_fn is None:
-        from evaluation.grader import reward as reward_fn
 
     def correct(prompts, completions, completion_ids, answer, **_: Any) -> list[float]:
         t0 = time.perf_counter()
-        out = [reward_fn(c, a, timeout_s=timeout_s) for c, a in zip(completions, answer)]
+        if reward_fn is None:  # the native checker, the batch through its worker pool
+            out = reward(list(completions), list(answer), timeout_s=timeout_s)
+        else:
+            out = [reward_fn(c, a, timeout_s=timeout_s) for c, a in zip(completions, answer)]
         log.correct.extend(out)
         log.reward.extend(out)
         log.lengths.extend(len(ids) for ids in completion_ids)

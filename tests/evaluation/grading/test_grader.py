@@ -1,4 +1,4 @@
-"""Case tables for evaluation.grader: (gold, prediction, expected) rows with a one-line reason each.
+"""Case tables for evaluation.grading: (gold, prediction, expected) rows with a one-line reason each.
 
 Rows come from the checker differential test in shared/research/peers.md, Math-Verify issues
 (#14, #26, #37, #41, #60, #70), MATH-500/GSM8K/AIME gold formats and common model output styles.
@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import pytest
 
-import evaluation.grader as grader_mod
-from evaluation.grader import GRADER_VERSION, Verdict, extract_answer, grade, grade_many
+import evaluation.grading as grader_mod
+from evaluation.grading import GRADER_VERSION, Verdict, extract_answer, grade, grade_many
 
 B = "So the final answer is $\\boxed{%s}$."
 
@@ -310,21 +310,21 @@ UNITS_DEG_PCT = [
     ("90^\\circ", "90", True, "degree gold vs bare"),
     ("90^\\circ", "90^{\\circ}", True, "braced circ"),
     ("90^\\circ", "90°", True, "unicode degree"),
-    ("90^\\circ", "\\frac{\\pi}{2}", True, "radian prediction with pi for a degree gold"),
+    ("90^\\circ", "\\frac{\\pi}{2}", False, "radians for a degree gold: the requested unit counts (v2)"),
     ("90^\\circ", "91", False, "wrong angle"),
     ("30", "30^\\circ", True, "degree pred, bare gold"),
-    ("\\frac{\\pi}{4}", "45^\\circ", True, "explicit degrees vs radian gold"),
+    ("\\frac{\\pi}{4}", "45^\\circ", False, "degrees for a radian gold: the requested unit counts (v2)"),
     ("\\frac{\\pi}{4}", "45", False, "bare 45 is not pi/4"),
     ("145^\\circ", "145 degrees", True, "degrees word"),
     ("145^\\circ", "145\\text{ degrees}", True, "degrees text"),
     ("10\\%", "10", True, "percent gold vs bare number"),
-    ("10\\%", "0.1", True, "percent gold vs fraction"),
+    ("10\\%", "0.1", False, "percent gold: a bare 0.1 reads as 0.1 percent (v2)"),
     ("10\\%", "10\\%", True, "both percent"),
     ("10\\%", "11\\%", False, "wrong percent"),
     ("0.1", "10\\%", True, "percent pred vs fraction gold"),
     ("50", "0.5", False, "no silent percent scaling"),
     ("0.5", "50", False, "no silent percent scaling (reverse)"),
-    ("25", "25%", True, "unescaped percent"),
+    ("25", "25%", False, "a stray % makes 25 into 0.25 (v2)"),
     ("5", "5\\text{ cm}", True, "unit text"),
     ("5", "5\\text{ cm}^2", True, "unit squared"),
     ("5", "5 cm", True, "bare unit word"),

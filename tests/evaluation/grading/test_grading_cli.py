@@ -1,4 +1,4 @@
-"""CLI round trip for ``python -m evaluation.grade`` and the audit entry point."""
+"""CLI round trip for ``python -m evaluation.grading`` and the audit entry point."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from evaluation import audit as audit_mod
-from evaluation import grade as grade_cli
+from evaluation.grading import __main__ as grade_cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 ROWS = [
     {"id": "a", "prediction": "So $\\boxed{\\frac{1}{2}}$.", "answer": "0.5", "meta": {"k": [1, 2]}},
@@ -66,7 +66,7 @@ def test_module_entry_point(tmp_path: Path) -> None:
     inp, out = tmp_path / "p.jsonl", tmp_path / "v.jsonl"
     _write(inp, ROWS[:2])
     proc = subprocess.run(
-        [sys.executable, "-m", "evaluation.grade", "--input", str(inp), "--output", str(out),
+        [sys.executable, "-m", "evaluation.grading", "--input", str(inp), "--output", str(out),
          "--workers", "2"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )

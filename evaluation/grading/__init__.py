@@ -1,0 +1,202 @@
+"""Answer checker for math RLVR rewards and evaluation: extraction, equivalence, hard timeouts.
+
+One function, :func:`grade`, serves both the RL reward and evaluation, so train and eval never
+disagree about what counts as correct.  Verdicts carry the extracted answer and a reason
+(``correct``, ``wrong``, ``no_answer``, ``parse_error``, ``timeout``); failures are never folded
+silently into ``wrong``.
+
+Pipeline
+--------
+1. **Extraction** (:func:`extract_answer`, linear time).  If the response contains ``</think>`` only the
+   text after the last one is searched; an unclosed ``<think>`` (truncated reasoning) has no answer.  A
+   leaked chat-template turn (``<|im_start|>``, ``<|endoftext|>``, ``\\nUser:``, ``\\nQuestion:``, ...)
+   and everything after it is cut, then only the last 20,000 characters are searched.  Priority: GSM8K
+   ``#### N`` (dataset ``gsm8k``) > the last non-empty ``\\boxed{}``/``\\fbox{}`` (empty and echoed
+   boxes such as the instruction's ``\\boxed{}`` are skipped; boxes joined by commas/"and"/"or"/
+   ``\\quad``, or on the same line with such a separator, are read together as one answer set) -- unless
+   a "Final Answer:" phrase follows the last box, which then supersedes it > the last "final answer is"
+   / "the answer is" / "Answer:" phrase (its ``$...$`` span or the rest of the sentence; trailing
+   words after a number dropped: ``18 apples``) > ``#### N`` > the closing statement: display math
+   closing the response (the value after its last ``=``), else the last sentence of the last line
+   (a closing pleasantry skipped) when it holds exactly one value, or ends "is/=/makes/costs ... N
+   [words]".  A sentence with several values and no such ending has no answer ("The value is 5 and
+   then 7." is ``no_answer``): there is no "last number anywhere" fallback.
+2. **Normalisation** (pure string work, cached): ``$``/``\\(``/``\\[`` delimiters, ``\\left``/
+   ``\\right``/``\\big``, spacing commands (``\\!``, ``\\,``, ``~``, ``\\quad``), ``\\displaystyle``,
+   ``\\dfrac``/``\\tfrac``, ``{,}`` and thousands commas (``10,\\!080`` = 10080), currency ``\\$``,
+   ``\\text{}``/``\\mbox{}``/``\\mathrm{}`` (unit words after a number are dropped, other text
+   unwrapped), bare unit words of two or more letters after a number (``5 cm``; ``2m`` stays a
+   product), a leading ``x \\in``, ``\\frac12``/``\\sqrt2`` shorthands (LaTeX reads one token:
+   ``\\sqrt12`` is ``\\sqrt{1}2``), plain-text ``sqrt(2)``, ``pi``, ``cos x``, unicode symbols,
+   "and"/"or" inside lists, degree marks and percent signs (remembered as flags),
+   ``a \\times 10^{k}`` and ``aek`` scientific notation, number words up to ninety-nine,
+   ``infinity``, AIME leading zeros (``042``); v2 adds: unicode and ASCII relations (``<=``, ``!=``),
+   repeating decimals (``0.\\overline{3}``, ``0.1(6)``, ``0.333...``) as exact fractions, number words
+   to the billions and simple fractions (``three quarters``), plain-text mixed numbers (``2 1/2``),
+   space thousands separators (``1 000``), redundant outer braces and trailing ``\\\\``.  Inputs over
+   2000 characters are a ``parse_error`` before any normalisation (the cap comes first).
+3. **Fast path** (in process, no sympy, microseconds): identical normalised strings; plain
+   integers, decimals, ``a/b``, ``\\frac{a}{b}``, mixed numbers and scientific notation on both
+   sides are compared with :class:`fractions.Fraction`; choice letters; text answers; base-n.
+4. **Sympy path** (worker subprocess with a hard kill): structure first, then scalar equivalence.
+
+Equivalence conventions
+-----------------------
+* **Exact golds compare exactly.**  Integers, fractions and symbolic golds need exact equality:
+  rational differences are exact, ``0.333`` != ``1/3`` (``0.\\overline{3}`` == ``1/3``), ``2^{100}+1`` != ``2^{100}``,
+  ``1/2^{99}`` != ``1/2^{98}``, ``3.14`` != ``\\pi``.  Irrational numeric differences are
+  accepted only when they vanish to 60 significant digits relative to the gold (confirmed at 120
+  digits, without ``simplify``: reordered nested radicals decide in milliseconds).  Symbolic expressions are equal when
+  ``simplify(a - b) == 0`` or the difference vanishes at three random rational points.
+* **Decimal golds** (``0.15``, ``1.2e5``, ``326.5``) accept any value that rounds to them:
+  ``|pred - gold| <= quantum / 2`` where quantum is the gold's last decimal place
+  (``0.15`` accepts ``0.1500``, ``3/20`` and ``0.149``; rejects ``0.2``).  A decimal whose
+  fraction digits are all zero (``27.0``, as AMC golds are stored) is an exact integer.
+* **Percent** (as a careful human grader reads it): a ``%`` on the prediction divides its value by 100,
+  so a stray ``%`` changes the value (``25%`` != ``25``) and a percent for a probability gold is right
+  when equal (``10%`` == ``0.1``).  Against a percent gold a bare number reads as that many percent:
+  ``10`` matches ``10\\%``; a bare decimal or fraction (``0.1``, ``\\frac{1}{10}``) is wrong.
+  Without a ``%`` on either side ``50`` != ``0.5``.
+* **Angles**: ``90^\\circ`` matches ``90`` and a degree mark on the prediction matches a bare gold;
+  an angle in the other unit than the gold's is wrong, because the requested unit counts
+  (``\\frac{\\pi}{2}`` != ``90^\\circ``; ``45^\\circ`` != ``\\frac{\\pi}{4}``; ``45`` != ``\\frac{\\pi}{4}``).
+* **Clock times**: a gold ``h:mm`` (optionally ``:ss``, ``am``/``pm``) is a time, compared as a time and
+  never as a ratio (``1:30`` != ``2:60``); with am/pm on one side only the hour compares modulo 12
+  (``3:45 pm`` == ``15:45`` == ``3:45``).
+* **Ratios**: ``a:b`` compares with proportional parts (``6:8`` == ``3:4``, same number of parts); a
+  two-part ratio against a non-integer fraction compares its quotient (``3:4`` == ``\\frac{3}{4}``).
+* **Units and decimal commas**: a plain-number gold accepts the number followed by unit words or symbols
+  (``5 cm``, ``12 km/h``, ``\\mathrm{m/s}``); a non-integer decimal gold accepts a decimal comma
+  (``3,5`` == ``3.5``; three digits after a comma are a thousands group).
+* **Mixed numbers**: an integer literal directly followed by ``\\frac{p}{q}`` of integer literals
+  (``1\\frac{4}{5}``, ``137 \\frac{1}{2}``) is a mixed number.
+* **Equations and labels**: ``x=5`` matches ``5`` (a label -- a variable, a tuple of variables
+  ``(x, y)``, a named ratio ``AB:BC``, a segment ``AB``, an angle ``\\angle ABC``, ``f(2)`` -- may be
+  dropped on either side); labelled lists (``x = 1, y = 2``) match by label when both sides are labelled
+  with the same names (``x=2, y=1`` != ``x=1, y=2``), and in order against a tuple ``(1, 2)``; two single-variable assignments compare their right sides (``D = (0, 1)`` != ``D = (0,
+  1.5)``); general equations match when ``(l1 - r1) / (l2 - r2)`` is a nonzero constant
+  (``5x-7y+11z+4=0`` matches ``-10x+14y-22z-8=0``; ``3x-y+13=0`` matches ``y=3x+13``).
+* **Intervals and unions**: bracket types must match exactly (``[1,2)`` != ``[1,2]``); unions
+  compare as unordered collections of intervals; an inequality in one variable
+  (``x \\le 3``, ``-1 < x < 2``, ``-2x > -6`` -- solved, so multiplying by a negative flips it) is
+  converted to the interval it denotes.
+* **Tuples** ``(a,b)`` compare element-wise in order (same bracket types); **sets** ``\\{a,b\\}``
+  and bare **comma lists** (multiple answers, ``1,-2``; ``a \\pm b`` is two answers) compare as
+  unordered multisets.  A bare list does not match a tuple gold.  A list prediction against a
+  single gold is correct only when every element equals the gold (one answer in two notations).
+* **Matrices/vectors** (``pmatrix``/``bmatrix``/``array`` in brackets): same shape, element-wise; a ``pmatrix`` column vector also matches a
+  parenthesised tuple of the same entries.
+* **Complex numbers**: ``i`` is the imaginary unit (``1+2i`` == ``2i+1``); ``e`` is Euler's number.
+  Symbol names are case-insensitive (latex2sympy lowercases them).
+* **Base-n** (``4210_{5}``): the digits must match (subscript optional on the prediction).
+* **Text answers** (``\\text{Evelyn}``) compare case-insensitively as strings; **choice letters**
+  (``\\text{(C)}``) match ``C``, ``(C)``, ``\\text{C}``.
+* **Datasets**: ``gsm8k`` golds may be full solutions (the part after ``####`` is used);
+  ``aime`` answers must be integers 0-999 (leading zeros allowed).
+* **Limits**: inputs longer than 2000 characters or nested deeper than 60 brackets are
+  ``parse_error``; every sympy check runs in a worker subprocess killed after ``timeout_s``
+  (``timeout``), which works off the main thread and inside daemonic worker processes.  The
+  worker (a plain ``subprocess``, ``python -m evaluation.grading.worker``, 4 GiB address-space limit) starts
+  on first use and takes about a second to import sympy; that start-up is not counted against
+  ``timeout_s``.  A killed worker is replaced in the background.  Workers are per process
+  (reset after ``fork``), one per concurrent caller, and exit with their parent.
+
+Changelog
+---------
+* ``creditbench-grader/1`` (2026-11-30): first version.
+* ``creditbench-grader/2`` (2026-12-02): answers without a box (closing statements, display math),
+  empty/echoed boxes skipped, a closing "Final Answer:" supersedes a box, leaked chat turns cut; labels,
+  ratios, clock times, units, decimal commas, repeating decimals, number words, ASCII relations,
+  solved inequalities; the percent and angle conventions above (``10\\%`` != ``0.1``, ``25%`` != ``25``,
+  ``90^\\circ`` != ``\\frac{\\pi}{2}``); linear-time extraction with the length caps first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from evaluation.grading.equivalence import _fast_verdict
+from evaluation.grading.extract import _prepare_gold, extract_answer, last_boxed
+from evaluation.grading.normalize import _MAX_LEN
+from evaluation.grading.pool import _slow_in_worker
+
+GRADER_VERSION = "creditbench-grader/2"
+
+log = logging.getLogger(__name__)
+
+REASONS = ("correct", "wrong", "no_answer", "parse_error", "timeout")
+DATASETS = (None, "math", "gsm8k", "aime")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Result of grading one response against one gold answer."""
+
+    correct: bool
+    """True only when reason == "correct"."""
+    extracted: str | None
+    """Answer string pulled from the response (None = no answer found)."""
+    reason: str
+    """One of "correct", "wrong", "no_answer", "parse_error", "timeout"."""
+    seconds: float
+    """Wall-clock seconds spent grading (extraction included)."""
+
+
+def _check_args(dataset: str | None, timeout_s: float) -> None:
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset rule {dataset!r}; valid: {DATASETS}")
+    if not 0 < timeout_s < float("inf"):
+        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+
+
+def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: float = 5.0) -> Verdict:
+    """Grade a model response against a gold answer (gold second; see the module docstring)."""
+    t0 = time.perf_counter()
+    _check_args(dataset, timeout_s)
+    extracted = None
+    try:
+        extracted = extract_answer(response, dataset)
+        if extracted is None:
+            return Verdict(False, None, "no_answer", time.perf_counter() - t0)
+        g = _prepare_gold(gold, dataset)
+        if len(extracted) > _MAX_LEN or len(g) > _MAX_LEN:  # the cap comes before any normalisation
+            return Verdict(False, extracted[:_MAX_LEN], "parse_error", time.perf_counter() - t0)
+        reason = _fast_verdict(extracted, g, dataset)
+    except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
+        log.warning("grader fast path failed on %r / %r", response[-200:], gold, exc_info=True)
+        return Verdict(False, extracted, "parse_error", time.perf_counter() - t0)
+    if reason is None:
+        reason = _slow_in_worker(extracted, g, dataset, timeout_s)
+    return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
+
+
+def grade_many(
+    pairs: Sequence[tuple[str, str]],
+    *,
+    dataset: str | None = None,
+    timeout_s: float = 5.0,
+    workers: int = 1,
+) -> list[Verdict]:
+    """Grade (response, gold) pairs in order; ``workers`` sympy subprocesses run in parallel."""
+    _check_args(dataset, timeout_s)
+    if workers <= 1 or len(pairs) < 2:
+        return [grade(r, g, dataset=dataset, timeout_s=timeout_s) for r, g in pairs]
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(lambda rg: grade(rg[0], rg[1], dataset=dataset, timeout_s=timeout_s), pairs))
+
+
+def reward(responses: Sequence[str], golds: Sequence[str], *, timeout_s: float = 5.0, workers: int = 4) -> list[float]:
+    """The RL reward of a rollout batch: 1.0 where :func:`grade` accepts, else 0.0 (``workers`` in parallel)."""
+    if len(responses) != len(golds):
+        raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
+    verdicts = grade_many(list(zip(responses, golds)), timeout_s=timeout_s, workers=workers)
+    return [float(v.correct) for v in verdicts]
+
+
+__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "extract_answer", "grade", "grade_many",
+           "last_boxed", "reward"]
+

@@ -1,0 +1,247 @@
+"""Extraction: the answer string in a model response, and the one ``\\boxed{}`` parser for golds and predictions.
+
+Every step is linear in the length of the text, and only the last :data:`MAX_RESPONSE` characters of the
+final turn are searched (answers close a response), so a response of any length is cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+MAX_RESPONSE = 20_000
+"""Characters searched, counted back from the end of the final turn."""
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_ANSWER_PHRASE_RE = re.compile(r"(?i)\b(final\s+answer|answer)\s*(?:is\s*:?|:)\s*")
+_GSM_RE = re.compile(r"####\s*([^\n]*)")
+_BOX_JOIN_GAP_RE = re.compile(r"^[\s$,;]*(?:and|or|&|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\})?[\s$,;]*$")
+_SAME_LINE_GAP_RE = re.compile(r"^[^\n.!?:]{0,40}$")
+_GAP_SEP_RE = re.compile(r",|;|&|\band\b|\bor\b|\\quad")
+# a chat-template turn the model went on to write after its answer (cut before searching)
+_TURN_RE = re.compile(
+    r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_of_text|user|assistant|system)\|>"
+    r"|<(?:end|start)_of_turn>|</s>|\n(?:Human|User|USER|Assistant|ASSISTANT|Question|Problem)\s*:"
+)
+_ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
+               "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
+_NUM = (r"-?\\?\$?\s?(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
+        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?|-?\.\d+(?:\s?\\?%)?")
+_NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")
+_MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
+_CLOSING_VERB_RE = re.compile(
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
+    rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof)\s+(?:about\s+|approximately\s+)?({_NUM})"
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,4}\s*[.!]?\s*$"
+)
+_PLEASANTRY_RE = re.compile(r"(?i)^[^\d$\\]{0,80}$")
+_WORD_TAIL_RE = re.compile(rf"^({_NUM})\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$")
+_MATH_WORDS = {"pi", "sqrt", "root", "roots", "times", "over", "plus", "minus", "divided", "and", "or", "to", "i",
+               "squared", "cubed", "thirds", "halves", "fourths", "fifths", "quarters", "sixths", "eighths"}
+
+
+def _close_map(text: str) -> dict[int, int]:
+    """Index of each unescaped ``{`` -> index of its ``}`` (one pass with a stack: linear)."""
+    stack: list[int] = []
+    out: dict[int, int] = {}
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+            i += 2
+            continue
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            out[stack.pop()] = i
+        i += 1
+    return out
+
+
+def _match_brace(text: str, open_idx: int) -> int:
+    """Index of the ``}`` closing the ``{`` at ``open_idx`` (escaped braces skipped), or -1."""
+    depth = 0
+    i = open_idx
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """All ``\\boxed``/``\\fbox`` contents as (start, end, content); ``\\boxed 7`` too."""
+    spans = []
+    closes: dict[int, int] | None = None
+    for m in _BOX_RE.finditer(text):
+        j = m.end()
+        while j < len(text) and text[j] == " ":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            if closes is None:
+                closes = _close_map(text)
+            k = closes.get(j, -1)
+            if k >= 0:
+                spans.append((m.start(), k + 1, text[j + 1 : k]))
+        elif j > m.end():  # "\boxed 7"
+            tok = re.match(r"[^\s$]+", text[j : j + 200])
+            if tok:
+                spans.append((m.start(), j + tok.end(), tok.group(0)))
+    return spans
+
+
+def last_boxed(text: str) -> str | None:
+    r"""Content of the last ``\boxed{...}`` / ``\fbox{...}`` in ``text`` (balanced braces), or None."""
+    spans = _boxed_spans(text)
+    return spans[-1][2] if spans else None
+
+
+def _is_echo(content: str) -> bool:
+    """An empty box, or one that parrots the instruction ("within \\boxed{answer}")."""
+    return " ".join(content.split()).lower().strip("$ ") in _ECHO_BOXES
+
+
+def _phrase_tail(tail: str) -> str | None:
+    """The answer in the text following an "answer is" phrase."""
+    t = tail.strip().replace("**", "").strip()
+    for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if t.startswith(left):
+            end = t.find(right, len(left))
+            while end > 0 and left == "$" and t[end - 1] == "\\":  # skip an escaped \$
+                end = t.find(right, end + 1)
+            if end > len(left):
+                return t[len(left) : end].strip()
+    t = t.split("\n", 1)[0]
+    t = re.split(r"\.\s|\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
+    t = t.strip().rstrip(".,;:").strip()
+    return _drop_trailing_words(t) or None
+
+
+def _drop_trailing_words(t: str) -> str:
+    """``18 apples`` -> ``18`` (GSM8K-style units and nouns after a final number)."""
+    m = _WORD_TAIL_RE.match(t)
+    if m and not any(w.lower() in _MATH_WORDS or len(w) < 2 for w in m.group(2).split()):
+        return m.group(1)
+    return t
+
+
+def _strip_think(response: str) -> str | None:
+    """Text after the last ``</think>``; None when reasoning was opened and never closed."""
+    if "</think>" in response:
+        return response.rsplit("</think>", 1)[1]
+    if "<think>" in response:
+        return None
+    return response
+
+
+def _final_turn(text: str) -> str:
+    """The text before a leaked chat-template turn, capped to its last :data:`MAX_RESPONSE` characters."""
+    m = _TURN_RE.search(text)
+    if m and text[: m.start()].strip():
+        text = text[: m.start()]
+    return text[-MAX_RESPONSE:]
+
+
+def _rhs(expr: str) -> str:
+    """``3 + 4 = 7`` -> ``7``; ``x = 3 + 4 = 7`` -> ``7``; a single ``x = 5`` is kept (a label)."""
+    parts = expr.split("=")
+    if len(parts) > 2 or (len(parts) == 2 and not re.search(r"[a-zA-Z]", parts[0])):
+        return parts[-1].strip()
+    return expr.strip()
+
+
+def _closing_statement(text: str) -> str | None:
+    """The value a response states in its closing line when it has no box and no "answer is" phrase."""
+    tail = text.rstrip()
+    for closer in ("\\]", "$$"):  # display math closing the response, possibly over several lines
+        if tail.endswith(closer):
+            opener = "\\[" if closer == "\\]" else "$$"
+            start = tail.rfind(opener, 0, len(tail) - len(closer))
+            if start >= 0 and tail.count("\n", start) <= 6:
+                inner = tail[start + len(opener) : len(tail) - len(closer)].strip()
+                return _rhs(inner) if inner else None
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    if len(lines) >= 2 and _PLEASANTRY_RE.match(lines[-1]):
+        lines.pop()  # "I hope this helps!"
+    if not lines:
+        return None
+    line = lines[-1].replace("**", "").lstrip("-*> ").strip()
+    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
+    if len(sentence) > 400:
+        return None
+    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
+    if spans:
+        rest = _MATH_SPAN_RE.sub(" ", sentence)
+        if len(spans) == 1 and not _NUM_RE.search(rest):
+            return _rhs(spans[0]) or None
+        if sentence.rstrip(" .!").endswith(("$", "\\)", "\\]")):
+            return _rhs(spans[-1]) or None
+        return None
+    nums = _NUM_RE.findall(sentence)
+    if len(nums) == 1:
+        return nums[0].strip()
+    m = _CLOSING_VERB_RE.search(sentence)
+    return m.group(1).strip() if m else None
+
+
+def extract_answer(response: str, dataset: str | None = None) -> str | None:
+    """The answer string in a model response, or None when there is none (see the package docstring)."""
+    text = _strip_think(response or "")
+    if text is None:
+        return None
+    text = _final_turn(text)
+    gsm = _GSM_RE.findall(text)
+    if dataset == "gsm8k" and gsm and gsm[-1].strip():
+        return _drop_trailing_words(gsm[-1].strip())
+    plain = text.replace("**", "")
+    phrases = list(_ANSWER_PHRASE_RE.finditer(plain))
+    spans = [s for s in _boxed_spans(text) if not _is_echo(s[2])]
+    if spans:
+        last_final = next((m for m in reversed(phrases) if m.group(1).lower().startswith("final")), None)
+        if last_final is not None and "\\boxed" not in plain[last_final.end() :]:
+            # a closing "Final Answer:" after the last box supersedes it
+            box_end_plain = len(text[: spans[-1][1]].replace("**", ""))
+            if last_final.start() >= box_end_plain:
+                ans = _phrase_tail(plain[last_final.end() :])
+                if ans and re.search(r"[\d\\$]", ans):
+                    return ans
+        parts = [spans[-1]]
+        for prev in reversed(spans[:-1]):
+            gap = text[prev[1] : parts[0][0]]
+            if prev[1] <= parts[0][0] and (
+                _BOX_JOIN_GAP_RE.match(gap) or (_SAME_LINE_GAP_RE.match(gap) and _GAP_SEP_RE.search(gap))
+            ):
+                parts.insert(0, prev)
+            else:
+                break
+        ans = ", ".join(p[2].strip() for p in parts).strip()
+        return ans or None
+    if phrases:
+        ans = _phrase_tail(plain[phrases[-1].end() :])
+        if ans:
+            return ans
+    if gsm and gsm[-1].strip():
+        return _drop_trailing_words(gsm[-1].strip())
+    return _closing_statement(text)
+
+
+@lru_cache(maxsize=16384)
+def _prepare_gold(gold: str, dataset: str | None) -> str:
+    """The gold answer string as compared (``####`` part, ``\\boxed`` content)."""
+    g = gold.strip()
+    if "####" in g:
+        g = g.rsplit("####", 1)[1].strip()
+    elif "\\boxed" in g or "\\fbox" in g:
+        spans = _boxed_spans(g)
+        if spans:
+            g = spans[-1][2].strip()
+    return g

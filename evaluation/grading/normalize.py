@@ -1,0 +1,380 @@
+"""Normalisation (pure string work, cached) and exact parsing of plain numbers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from evaluation.grading.extract import _match_brace
+
+_MAX_LEN = 2000
+_MAX_DEPTH = 60
+
+_TEXT_CMDS_RE = re.compile(
+    r"\\(?:textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mbox|operatorname|text)\s*\{"
+)
+_NOISE_RE = re.compile(
+    r"~|\\displaystyle|\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?"
+    r"|(?<!\\)\\[!,;:> ]|\\q?quad(?![a-zA-Z])"
+)
+# Bare unit words dropped after a number.  Single letters (m, s, g, ...) are left alone: "2m" may be
+# a product of variables; inside \text{} any word after a number counts as a unit.
+_UNIT_WORDS = (
+    "square|sq|cubic|units?|cm|mm|km|meters?|metres?|centimeters?|kilometers?|inch(?:es)?|feet|foot|ft|"
+    "yards?|yd|miles?|mph|kph|km/h|hours?|hrs?|minutes?|mins?|seconds?|secs?|days?|weeks?|months?|"
+    "years?|dollars?|cents?|pounds?|lbs?|ounces?|oz|kg|kilograms?|grams?|liters?|litres?|ml|gallons?|"
+    "people|persons?|students?|apples?|eggs?|cookies?|books?|boxes|marbles?|pages?|points?|times|ways"
+)
+_TRAIL_UNIT_RE = re.compile(
+    rf"(?<=[\d}}])\s*(?:(?:{_UNIT_WORDS})(?:\s+(?:{_UNIT_WORDS}))*)\b(?:\^\{{?[23]\}}?)?\s*$"
+)
+_NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
+_FUNCS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp")
+_ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
+_PLAIN_RE = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d+)?")
+_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_SCI_TEX_RE = re.compile(
+    r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
+)
+_VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
+# a label on the left of "=": a variable, a tuple of variables, a named ratio, a segment or an angle
+_LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|[A-Za-z]{{1,3}}(?:\s*:\s*[A-Za-z]{{1,3}})+|[A-Z]{{2,3}}"
+          rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*\(\s*[a-zA-Z0-9]\s*\))")
+_ASSIGN_RE = re.compile(rf"^{_LABEL}\s*=\s*")
+_IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
+_CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
+_BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
+
+
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_DENOMS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
+           "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
+           "eighth": 8, "eighths": 8, "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}
+
+
+def _cardinal(words: list[str]) -> int | None:
+    """``two hundred and five`` -> 205 (cardinals below 10^12)."""
+    total = cur = 0
+    seen = False
+    for w in words:
+        if w == "and" and seen:
+            continue
+        if w in _NUMBER_WORDS:
+            cur += _NUMBER_WORDS[w]
+        elif w in _TENS:
+            cur += _TENS[w]
+        elif w in _SCALES and seen:
+            if w == "hundred":
+                cur = (cur or 1) * 100
+            else:
+                total, cur = total + (cur or 1) * _SCALES[w], 0
+        elif w == "hundred":
+            cur = 100
+        else:
+            return None
+        seen = True
+    return total + cur if seen else None
+
+
+def _number_word(s: str) -> str | None:
+    """A number written in words as a numeral string: ``forty-two``, ``three quarters``, ``a half``."""
+    words = s.lower().strip().replace("-", " ").split()
+    if not words or len(words) > 8:
+        return None
+    if len(words) >= 2 and words[-1] in _DENOMS:
+        num = 1 if words[:-1] in (["a"], ["one"], ["an"]) else _cardinal(words[:-1])
+        if num is None or (num > 1) != words[-1].endswith("s") and words[-1] not in ("half",):
+            return None
+        return f"\\frac{{{num}}}{{{_DENOMS[words[-1]]}}}"
+    n = _cardinal(words)
+    return None if n is None else str(n)
+
+
+def _replace_text_groups(s: str) -> tuple[str, bool]:
+    """Drop unit words inside ``\\text{}`` after a number, unwrap other text; flag "degrees"."""
+    deg = False
+    while True:
+        m = _TEXT_CMDS_RE.search(s)
+        if not m:
+            return s, deg
+        k = _match_brace(s, m.end() - 1)
+        if k < 0:
+            return s, deg
+        inner, before, after = s[m.end() : k].strip(), s[: m.start()], s[k + 1 :]
+        low = inner.lower()
+        if low in ("degree", "degrees", "deg"):
+            deg, inner = True, ""
+        elif low in ("and", "or"):
+            inner = ","
+        elif re.fullmatch(r"[a-zA-Z\u00b5\u03bc\u03a9][a-zA-Z0-9 ./^\u00b5\u03bc\u03a9-]*", inner) and re.search(
+            r"[\d}]\s*$", before
+        ):
+            rest = re.sub(r"^\s*\^\s*\{?[23]\}?", "", after)
+            if not rest.strip():
+                inner, after = "", rest  # unit after a number
+        s = before + inner + after
+
+
+@dataclass(frozen=True)
+class _Norm:
+    """A normalised answer."""
+
+    text: str  # normalised LaTeX-ish string
+    pct: bool  # a percent sign was present
+    deg: bool  # a degree mark was present
+    is_text: bool  # the answer is a word/phrase, compared as a string
+
+
+def _strip_delims(s: str) -> str:
+    s = s.strip()
+    changed = True
+    while changed and s:
+        changed = False
+        for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+            if s.startswith(left) and s.endswith(right) and len(s) >= len(left) + len(right):
+                s = s[len(left) : len(s) - len(right)].strip()
+                changed = True
+    return s
+
+
+def _fix_shorthands(s: str) -> str:
+    """``\\frac12`` -> ``\\frac{1}{2}``, ``\\sqrt2`` -> ``\\sqrt{2}``, ``sqrt(x)`` -> ``\\sqrt{x}``."""
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\d)", r"\\frac\1{\2}", s)
+    s = re.sub(r"\\frac\s*([a-zA-Z])\s*([a-zA-Z0-9])", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)  # LaTeX: one token
+    # \sqrt(...) and sqrt(...)
+    while True:
+        m = re.search(r"(?<![a-zA-Z])\\?sqrt\s*\(", s)
+        if not m:
+            break
+        depth, j = 0, m.end() - 1
+        while j < len(s):
+            if s[j] == "(":
+                depth += 1
+            elif s[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j >= len(s):
+            break
+        s = s[: m.start()] + "\\sqrt{" + s[m.end() : j] + "}" + s[j + 1 :]
+    s = re.sub(r"(?<![\\a-zA-Z])pi(?![a-zA-Z])", r"\\pi", s)
+    s = re.sub(rf"(?<![\\a-zA-Z])({'|'.join(_FUNCS)})(?![a-zA-Z])", r"\\\1", s)
+    s = re.sub(r"(?<![\\a-zA-Z])(?:infinity|inf)(?![a-zA-Z])", r"\\infty", s)
+    s = s.replace("∞", "\\infty").replace("π", "\\pi").replace("√", "\\sqrt").replace("−", "-")
+    s = s.replace("≤", "\\le ").replace("≥", "\\ge ").replace("∪", "\\cup ").replace("×", "\\times ")
+    s = s.replace("**", "^")
+    return s
+
+
+@lru_cache(maxsize=65536)
+def _normalize(raw: str) -> _Norm:
+    """Normalise an answer string (pure, cached; longer than the cap: returned as is, a parse error later)."""
+    if len(raw) > _MAX_LEN:
+        return _Norm(text=raw, pct=False, deg=False, is_text=False)
+    plain = raw.strip()
+    if _PLAIN_RE.fullmatch(plain):  # fast lane: 42, -3.5, 1,000
+        return _Norm(text=plain.replace(",", ""), pct=False, deg=False, is_text=False)
+    s = _strip_delims(raw)
+    for a, b in _UNICODE:
+        s = s.replace(a, b)
+    s = _ASCII_REL_RE.sub(lambda m: _ASCII_REL[m.group(0)], s)
+    s = _repeating(s)
+    s = s.replace("\n", " ").replace("{,}", ",")
+    s = re.sub(r",\\!\s*", ",", s)
+    s = _NOISE_RE.sub(" ", s)
+    s = re.sub(r"\\[dt]frac", r"\\frac", s)
+    s = s.replace("\\$", "").replace("$", "").replace("\\dots", "").replace("\\ldots", "")
+    s = s.replace("\\infin ", "\\infty ").replace("\\leq", "\\le").replace("\\geq", "\\ge")
+    s = s.replace("\\lt", "<").replace("\\gt", ">").replace("\\neq", "\\ne")
+    pct = False
+    if re.search(r"\\?%|\\text\{\s*percent\s*\}|\bpercent\b", s):
+        pct = True
+        s = re.sub(r"\\?%|\\text\{\s*percent\s*\}|\bpercent\b", "", s)
+    deg = False
+    if re.search(r"\^\s*\{?\s*\\circ\s*\}?|°|\\circ|\\degree", s):
+        deg = True
+        s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\circ|\\degree", "", s)
+    s, deg2 = _replace_text_groups(s)
+    deg = deg or deg2
+    if "," in s:  # "19, 46, and 82" / "19, 46, \text{ and } 82": list words become commas
+        s = re.sub(r"(?:\s*,)?\s+(?:and|or)\s+", ", ", s)
+        s = re.sub(r",(?:\s*,)+", ",", s)
+    s = s.strip()
+    m = re.fullmatch(r"(.*?\S)\s*(?:degrees?|deg)\.?", s)
+    if m and re.search(r"[\d}]$", m.group(1)):
+        deg, s = True, m.group(1)
+    is_text = False
+    if re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]\.", s):
+        s = s[:-1]  # "even." -> "even"
+    if re.fullmatch(r"[A-Za-z][A-Za-z .'-]*[A-Za-z]", s) and len(s) >= 3 and "\\" not in s:
+        nw = _number_word(s)
+        if nw is not None:
+            s = nw
+        elif s.lower() in ("infinity", "inf", "infinite"):
+            s = "\\infty"
+        elif (
+            re.fullmatch(r"[A-Za-z]+(?: [A-Za-z]+)*", s)
+            and (" " in s or len(s) >= 4 or "\\text" in raw or "\\mbox" in raw)
+            and not any(len(w) < 2 or w.lower() in _FUNCS for w in s.split())
+        ):
+            is_text = True
+    if not is_text:
+        s = _TRAIL_UNIT_RE.sub("", s) if re.search(r"\d", s) else s
+        s = _fix_shorthands(s)
+        s = _IN_RE.sub("", s, count=1)
+        s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
+        s = _strip_braces(s)
+        if _THOUSANDS_RE.match(s) or _SPACE_THOUSANDS_RE.match(s):
+            s = s.replace(",", "").replace(" ", "")
+        m = _TEXT_MIXED_RE.match(s)
+        if m and int(m.group(3)) < int(m.group(4)):
+            s = f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
+        m = _SCI_TEX_RE.match(s)
+        if m:
+            s = f"{m.group(1)}e{m.group(2)}"
+    s = s.strip()
+    return _Norm(text=s, pct=pct, deg=deg, is_text=is_text)
+
+
+_UNICODE = (("∞", "\\infty "), ("π", "\\pi "), ("√", "\\sqrt"), ("−", "-"), ("–", "-"), ("≤", "\\le "),
+            ("≥", "\\ge "), ("≠", "\\ne "), ("∪", "\\cup "), ("×", "\\times "), ("·", "\\cdot "),
+            ("⩽", "\\le "), ("⩾", "\\ge "), ("÷", "/"))
+_ASCII_REL = {"<=": "\\le ", ">=": "\\ge ", "=<": "\\le ", "!=": "\\ne ", "=/=": "\\ne "}
+_ASCII_REL_RE = re.compile(r"=/=|<=|>=|=<|!=")
+_SPACE_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_TEXT_MIXED_RE = re.compile(r"^([+-]?)(\d+)\s*(?:\s|and\s*|\+\s*)(\d+)\s*/\s*(\d+)$")
+_REPEAT_RE = re.compile(
+    r"(\d*)\.(\d*)(?:\\overline\s*\{(\d+)\}|\\dot\s*\{(\d)\}|\((\d+)\)(?![\d.])|(\d)(?=\6\6)\6*(?:\.\.\.|\\[lc]?dots))"
+)
+
+
+def _repeating(s: str) -> str:
+    """Repeating decimals as exact fractions: ``0.\\overline{3}``, ``0.1(6)``, ``0.333...`` -> ``\\frac{p}{q}``."""
+    if "." not in s:
+        return s
+
+    def frac(m: re.Match[str]) -> str:
+        ip, fp = m.group(1) or "0", m.group(2)
+        rep = next(g for g in m.group(3, 4, 5, 6) if g)
+        whole = int(ip + fp + rep) - int(ip + fp)
+        den = (10 ** len(rep) - 1) * 10 ** len(fp)
+        f = Fraction(whole, den)
+        return f"\\frac{{{f.numerator}}}{{{f.denominator}}}" if f.denominator != 1 else str(f.numerator)
+
+    return _REPEAT_RE.sub(frac, s)
+
+
+def _strip_braces(s: str) -> str:
+    """Redundant outer braces and trailing LaTeX line breaks: ``{{5}}`` -> ``5``, ``5 \\\\`` -> ``5``."""
+    s = s.rstrip()
+    while s.endswith("\\\\"):
+        s = s[:-2].rstrip()
+    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _match_brace(s, 0) == len(s) - 1:
+        s = s[1:-1].strip()
+    return s
+
+
+def _bare(s: str) -> str:
+    """``s`` without a single-variable left-hand side (``x = 5`` -> ``5``)."""
+    return _ASSIGN_RE.sub("", s, count=1) if s.count("=") == 1 else s
+
+
+def _key(s: str) -> str:
+    """Whitespace-free comparison key; braces around one character dropped (``x^{2}`` = ``x^2``)."""
+    return _ONE_CHAR_GROUP_RE.sub(r"\1", "".join(s.split()))
+
+
+_INT_RE = re.compile(r"^[+-]?\d+$")
+_DEC_RE = re.compile(r"^([+-]?)(\d*)\.(\d+)$|^([+-]?)(\d+)\.$")
+_SLASH_RE = re.compile(r"^([+-]?\d+)\s*/\s*([+-]?\d+)$")
+_FRAC_RE = re.compile(r"^([+-]?)\\frac\{\s*([+-]?\d+)\s*\}\{\s*([+-]?\d+)\s*\}$")
+_MIXED_RE = re.compile(r"^([+-]?)(\d+)\s*\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}$")
+_SCI_RE = re.compile(r"^([+-]?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)$")
+
+
+@dataclass(frozen=True)
+class _Num:
+    value: Fraction
+    quantum: Fraction | None  # last decimal place of a decimal literal; None = exact
+
+
+@lru_cache(maxsize=65536)
+def _simple_number(s: str) -> _Num | None:
+    """Parse a plain integer/decimal/fraction/mixed number/scientific literal exactly."""
+    if len(s) > 400:
+        return None
+    if _INT_RE.match(s):
+        return _Num(Fraction(int(s)), None)
+    m = _DEC_RE.match(s)
+    if m:
+        if m.group(3) is not None:
+            sign, ip, fp = m.group(1), m.group(2) or "0", m.group(3)
+        else:
+            sign, ip, fp = m.group(4), m.group(5), ""
+        v = Fraction(int(ip + fp or "0"), 10 ** len(fp))
+        exact = not fp or not fp.strip("0")  # "27.0" is a float-serialised integer: exact
+        return _Num(-v if sign == "-" else v, None if exact else Fraction(1, 10 ** len(fp)))
+    m = _SLASH_RE.match(s)
+    if m and int(m.group(2)) != 0:
+        return _Num(Fraction(int(m.group(1)), int(m.group(2))), None)
+    m = _FRAC_RE.match(s)
+    if m and int(m.group(3)) != 0:
+        v = Fraction(int(m.group(2)), int(m.group(3)))
+        return _Num(-v if m.group(1) == "-" else v, None)
+    m = _MIXED_RE.match(s)
+    if m and int(m.group(4)) != 0:
+        v = int(m.group(2)) + Fraction(int(m.group(3)), int(m.group(4)))
+        return _Num(-v if m.group(1) == "-" else v, None)
+    m = _SCI_RE.match(s)
+    if m and abs(int(m.group(4))) <= 400:
+        fp = m.group(3) or ""
+        e = int(m.group(4)) - len(fp)
+        v = Fraction(int(m.group(2) + fp)) * (Fraction(10) ** e)
+        return _Num(-v if m.group(1) == "-" else v, (Fraction(10) ** e) if fp else None)
+    return None
+
+
+def _num_match(p: Fraction, g: _Num) -> bool:
+    if g.quantum is None:
+        return p == g.value
+    return abs(p - g.value) <= g.quantum / 2
+
+
+def _numbers_equal(p: _Num, pn: _Norm, g: _Num, gn: _Norm) -> bool:
+    """Compare plain numbers with the percent and decimal-gold rules.
+
+    A ``%`` on the prediction only divides it by 100 (``25\\%`` is 0.25, so it matches 0.25 and not 25);
+    against a percent gold a bare number reads as that many percent (``10`` matches ``10\\%``, ``0.1`` not).
+    """
+    if pn.pct and not gn.pct:
+        return _num_match(p.value / 100, g)
+    return _num_match(p.value, g)
+
+
+def _depth_ok(s: str) -> bool:
+    if len(s) > _MAX_LEN:
+        return False
+    depth = best = 0
+    for c in s:
+        if c in "([{":
+            depth += 1
+            best = max(best, depth)
+        elif c in ")]}":
+            depth -= 1
+    return best <= _MAX_DEPTH
+
