@@ -29,7 +29,7 @@ from common.config import load_config
 from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 if TYPE_CHECKING:  # torch is imported only where a model is loaded: scoring jobs stay light
-    from evaluation.generate import SamplingParams
+    from evaluation.generation import SamplingParams
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
@@ -171,7 +171,7 @@ def generate(engine, benchmarks: dict[str, tuple[list[Problem], str]],
 def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], template: str, params: SamplingParams,
              backend: str, device: str, batch_size: int, grader_timeout_s: float, grader_workers: int = 1):
     """Generate and grade; returns (per-sample records, summary dict without run identifiers)."""
-    from evaluation.generate import make_backend
+    from evaluation.generation import make_backend
 
     engine = make_backend(backend, model_dir, seed=params.seed, device=device, batch_size=batch_size)
     raw, gen_seconds = generate(engine, {benchmark: (problems, template)}, params)[benchmark]
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.samples.jsonl and PREFIX.summary.json")
     parser.add_argument("--grader-workers", type=int, default=1)
     args = parser.parse_args(argv)
-    from evaluation.generate import SamplingParams
+    from evaluation.generation import SamplingParams
     from common.runtime import setup_runtime
 
     cfg = load_config(args.config)

@@ -1,8 +1,8 @@
 """Real benchmarks on one checkpoint (config ``real_eval``), as two jobs of the workflow:
 
-* ``generate`` (GPU-bound): load the model once; sample every math and code set (``evaluation.generate``)
+* ``generate`` (GPU-bound): load the model once; sample every math and code set (``evaluation.generation``)
   and score the multiple-choice sets' option letters by log-likelihood through lm-eval
-  (``evaluation.ood``, with the loaded model). Writes ``<set>.raw.jsonl`` (one line per sample; for
+  (``evaluation.mcq``, with the loaded model). Writes ``<set>.raw.jsonl`` (one line per sample; for
   multiple choice the chosen letter and the log-likelihoods) and ``<set>.gen.json`` (template, sampling,
   subset, data sha256, seconds).
 * ``score`` (CPU-bound): grade the raw samples (answer checker; EvalPlus sandbox for code; the chosen
@@ -112,7 +112,7 @@ def run_ids(args: argparse.Namespace) -> dict[str, Any]:
 def generate_samples(cfg: Config, args: argparse.Namespace, engine: Any, subsets: dict) -> dict[str, tuple]:
     """Math and code sets: name -> (raw samples, meta)."""
     from evaluation.evaluate import generate, sampling_dict
-    from evaluation.generate import SamplingParams
+    from evaluation.generation import SamplingParams
 
     re_ = cfg.real_eval
     params = SamplingParams(n=re_.k, temperature=re_.temperature, top_p=re_.top_p,
@@ -130,7 +130,7 @@ def loglikelihood_samples(cfg: Config, args: argparse.Namespace, engine: Any,
     """Multiple-choice sets through lm-eval (the loaded HF model, else ``--model-dir``): name -> (raw, meta)."""
     import lm_eval
 
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     t0 = time.perf_counter()
     results = run_ood(args.model_dir, tasks=list(subsets), problems={n: p for n, (p, _) in subsets.items()},
@@ -160,7 +160,7 @@ def prompt_record(name: str, prompt: str) -> dict[str, str]:
 
 
 def cmd_generate(cfg: Config, args: argparse.Namespace) -> None:
-    from evaluation.generate import make_backend
+    from evaluation.generation import make_backend
 
     subsets = {name: load_subset(cfg, name) for name in args.sets}
     gen_sets, mcq_sets = split_sets(args.sets)

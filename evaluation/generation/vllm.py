@@ -1,4 +1,4 @@
-"""vLLM generation backend with the same interface and sampling semantics as ``evaluation.generate.HFBackend``.
+"""vLLM generation backend with the same interface and sampling semantics as ``evaluation.generation.hf.HFBackend``.
 
 Importing this module never needs vLLM; constructing :class:`VLLMBackend` without it raises
 ``BackendUnavailable`` with the install hint. vLLM pulls its own CUDA torch and may change the
@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from evaluation.generate import BackendUnavailable, Completion, SamplingParams
+from evaluation.generation.types import BackendUnavailable, Completion, SamplingParams
 
 log = logging.getLogger(__name__)
 

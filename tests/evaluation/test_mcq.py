@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.benchmarks import load_benchmark, resolve_gpqa_dir
-from evaluation.ood import OOD_SETS, task_config, write_task_file
+from evaluation.mcq import OOD_SETS, task_config, write_task_file
 
 
 def _tiny_model(path: Path) -> Path:
@@ -45,7 +45,7 @@ def test_lm_eval_runs_offline_on_tiny_model(tmp_path: Path) -> None:
     pytest.importorskip("lm_eval")
     import torch
 
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     torch.set_num_threads(1)
     model = _tiny_model(tmp_path / "tiny")
@@ -68,7 +68,7 @@ def test_lm_eval_with_a_loaded_model_matches_the_folder(tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     torch.set_num_threads(1)
     model = _tiny_model(tmp_path / "tiny")
@@ -85,7 +85,7 @@ def test_lm_eval_with_a_loaded_model_matches_the_folder(tmp_path: Path) -> None:
 
 def test_gpqa_missing_is_skipped_not_fatal(tmp_path: Path) -> None:
     pytest.importorskip("lm_eval")
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     res = run_ood(tmp_path / "no-model", tasks=["gpqa_diamond"], gpqa_dir=tmp_path)
     assert "not found" in res["gpqa_diamond"].skipped

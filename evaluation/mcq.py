@@ -175,7 +175,7 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evaluation.ood", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m evaluation.mcq", description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
     ap.add_argument("--tasks", nargs="*", default=list(OOD_SETS))
     ap.add_argument("--limit", type=int, default=None)

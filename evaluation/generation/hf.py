@@ -1,45 +1,13 @@
-"""Generation backends behind one interface: HF ``transformers`` (default; CPU or GPU, batched, KV
-cache) and vLLM (``evaluation.backends_vllm``; used when installed). Same sampling parameters and
-seeds for both.
-
-    backend = make_backend("hf", model_dir, seed=0)
-    completions = backend.generate(prompts, SamplingParams(n=4, temperature=1.0, top_p=1.0,
-                                                           max_new_tokens=64, seed=0))
-"""
+"""HF ``transformers`` generation: ``sample_hf`` (shared with the RL trainer's rollouts) and ``HFBackend``."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from tqdm import tqdm
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    n: int
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str
-    token_ids: tuple[int, ...]
-    finish_reason: str  # "stop" (eos) or "length"
-    latency_s: float
-
-
-class Backend(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]: ...
-
-
-class BackendUnavailable(RuntimeError):
-    """An optional backend (vLLM) is not installed here; the message says what to install."""
+from evaluation.generation.types import Completion, SamplingParams
 
 
 def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, n: int,
@@ -114,14 +82,3 @@ class HFBackend:
                     group.append(Completion(text=text, token_ids=tuple(ids), finish_reason=finish, latency_s=latency))
                 results.append(group)
         return results
-
-
-def make_backend(name: str, model_dir: str, *, seed: int, device: str = "cpu", batch_size: int = 32) -> Backend:
-    """``hf`` or ``vllm``; vLLM raises ``BackendUnavailable`` with a clear message where not installed."""
-    if name == "hf":
-        return HFBackend(model_dir, device=device, batch_size=batch_size)
-    if name == "vllm":
-        from evaluation.backends_vllm import VLLMBackend
-
-        return VLLMBackend(model_dir, seed=seed)
-    raise ValueError(f"unknown generation backend {name!r}; valid: ['hf', 'vllm']")
