@@ -88,7 +88,7 @@ def _generated_sets(engine: Any, jobs: dict[str, tuple[list[Problem], str]], arg
         metrics.update({key: summary[key] for key in ("base_pass_at_1", "plus_pass_at_1") if key in summary})
         out[name] = ({"kind": get_benchmark(name).kind, "protocol": "generate", "template": template,
                       "n": len(problems), "k": args.k, "metrics": metrics, "reasons": summary["reasons"],
-                      "sampling": sampling_dict(params), "seconds": round(seconds, 3),
+                      "sampling": sampling_dict(params, template), "seconds": round(seconds, 3),
                       "mean_response_tokens": summary["mean_response_tokens"]}, records)
         bar.update(1)
     return out

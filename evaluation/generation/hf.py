@@ -7,15 +7,18 @@ import time
 import torch
 from tqdm import tqdm
 
-from evaluation.generation.types import Completion, SamplingParams
+from evaluation.generation.types import Completion, SamplingParams, cut_at_stop
 
 
 def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, n: int,
-              temperature: float, top_p: float, max_new_tokens: int, generator_seed: int) -> torch.Tensor:
+              temperature: float, top_p: float, max_new_tokens: int, generator_seed: int,
+              stop_strings: tuple[str, ...] = ()) -> torch.Tensor:
     """Sample ``n`` continuations per left-padded prompt with the KV cache; returns response ids
     [B*n, R] right-padded with the pad token (rows ordered prompt-major: prompt0 x n, prompt1 x n, ...).
-    Shared by evaluation and by the RL trainer's rollouts, so both sample the same way.
+    Shared by evaluation and by the RL trainer's rollouts, so both sample the same way. ``stop_strings``
+    (transformers' ``StopStringCriteria``) ends a row once its text contains one; the caller cuts the text.
     """
+    stops = {"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}
     torch.manual_seed(generator_seed)  # HF generate samples from the global torch RNG
     greedy = temperature == 0.0
     out = model.generate(
@@ -30,6 +33,7 @@ def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Ten
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         use_cache=True,
+        **stops,
     )
     return out[:, prompt_ids.shape[1] :]
 
@@ -71,7 +75,8 @@ class HFBackend:
             # The seed depends on the chunk's position, not on the batch size of earlier chunks.
             resp = sample_hf(self.model, tok, enc["input_ids"], enc["attention_mask"], n=params.n,
                              temperature=params.temperature, top_p=params.top_p,
-                             max_new_tokens=params.max_new_tokens, generator_seed=params.seed * 1_000_003 + start)
+                             max_new_tokens=params.max_new_tokens, generator_seed=params.seed * 1_000_003 + start,
+                             stop_strings=params.stop)
             latency = (time.perf_counter() - t0) / max(1, len(chunk) * params.n)
             rows = resp.tolist()
             for i in range(len(chunk)):
@@ -79,6 +84,8 @@ class HFBackend:
                 for j in range(params.n):
                     ids, finish = split_response(rows[i * params.n + j], tok.eos_token_id, tok.pad_token_id)
                     text = tok.decode([t for t in ids if t != tok.eos_token_id], skip_special_tokens=False)
-                    group.append(Completion(text=text, token_ids=tuple(ids), finish_reason=finish, latency_s=latency))
+                    text, hit = cut_at_stop(text, params.stop)
+                    group.append(Completion(text=text, token_ids=tuple(ids), finish_reason="stop" if hit else finish,
+                                            latency_s=latency))
                 results.append(group)
         return results

@@ -13,6 +13,8 @@ class SamplingParams:
     top_p: float
     max_new_tokens: int
     seed: int
+    stop: tuple[str, ...] = ()
+    """Stop strings (the template's, ``evaluation.templates.stop_strings``): a sample ends before the first."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,15 @@ class Completion:
     token_ids: tuple[int, ...]
     finish_reason: str  # "stop" (eos) or "length"
     latency_s: float
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
+    """(``text`` up to the earliest stop string, that string or None). Both backends return this text."""
+    hits = [(text.find(s), s) for s in stop if s and s in text]
+    if not hits:
+        return text, None
+    at, which = min(hits)
+    return text[:at], which
 
 
 class Backend(Protocol):

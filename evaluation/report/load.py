@@ -93,6 +93,7 @@ class EvalRecord:
     manifest_id: str
     path: Path
     extra: Mapping[str, float] = field(default_factory=dict)  # pass_at_k, base/plus_pass_at_1 (code), ...
+    template: str = ""  # prompt template, or lm-eval's protocol for multiple choice (lm_eval_mcq_cloze_0shot)
 
     def per_problem(self) -> pd.Series:
         """Per-problem accuracy (mean over samples), indexed by problem id."""
@@ -225,6 +226,7 @@ def _read_summary(path: Path) -> EvalRecord:
         manifest_id=str(data.get("manifest_id") or ""),
         path=path,
         extra={key: float(data[key]) for key in EXTRA_KEYS if isinstance(data.get(key), (int, float))},
+        template=str(data.get("template") or ""),
     )
     expected = (path.parent.parent.parent.name, f"seed{record.seed}", f"step{record.step}", record.benchmark)
     actual = (

@@ -143,11 +143,20 @@ def accuracy_table(
         Column("seeds", "seeds", kind="int"),
     ]
     avg_text = f"; {AVG} weighted by problem count" if with_avg else ""
+    protocols = "" if name != "ood" else mcq_protocols(res, benches)
     caption = (
-        f"{ACCURACY_TITLES.get(name, '')}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
+        f"{ACCURACY_TITLES.get(name, '')}{protocols}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
         f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; best per column in bold"
     )
     return Table(name, caption, data.reset_index(drop=True), tuple(cols), footer)
+
+
+def mcq_protocols(res: Results, benches: Sequence[str]) -> str:
+    """``"cloze (acc_norm) · "``-style text naming how the multiple-choice sets were scored (from templates)."""
+    names = {"cloze": "cloze (option text, acc_norm)", "letters": "lettered options (acc)"}
+    found = sorted({r.template for r in res.evals if r.benchmark in benches and r.template})
+    labels = [next((v for k, v in names.items() if f"_{k}_" in t), t) for t in found]
+    return f"{' / '.join(labels)}; " if labels else ""
 
 
 def _parse_claims(claims: Sequence[tuple[str, str, float]]) -> dict[tuple[str, str], float]:

@@ -249,6 +249,7 @@ def test_tables_split_by_kind(fake_results: Callable[..., Path]) -> None:
     ood = _csv(tables, "ood")
     assert list(ood.columns[:2]) == ["label", "arc_challenge"] and "Avg" not in ood.columns
     assert ood.loc["delta", "arc_challenge"] == f"{100 * 37 / 48:.4f}"  # round(0.8·48)=38, round(0.75·48)=36
+    assert "multiple choice): cloze (option text, acc_norm); avg@k" in (tables / "ood.md").read_text()
     gsm = _csv(tables, "gsm8k")
     assert gsm.loc["delta", "gsm8k"] == "77.5000" and gsm.loc["delta", "gsm8k_delta"] == "30.0000"
     sig = pd.read_csv(tables / "significance.csv")
