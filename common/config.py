@@ -116,6 +116,7 @@ class RealEvalConfig:
     batch_size: int
     templates: Mapping[str, str]
     num_fewshot: int
+    mcq_protocol: str
 
     def limit_for(self, name: str) -> int | None:
         """Problems evaluated of set ``name`` (None = all)."""

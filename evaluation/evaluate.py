@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,12 +25,12 @@ import numpy as np
 from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
 from evaluation.grading import GRADER_VERSION, Verdict, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
-from evaluation.templates import render
+from evaluation.templates import render, stop_strings
 from common.config import load_config
 from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 if TYPE_CHECKING:  # torch is imported only where a model is loaded: scoring jobs stay light
-    from evaluation.generate import SamplingParams
+    from evaluation.generation import SamplingParams
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
@@ -60,6 +61,12 @@ def code_sample(problem: Problem, text: str, template: str) -> dict:
     return {"task_id": problem.id, "solution": "".join(f"{line}\n" for line in missing) + code}
 
 
+def program(problem: Problem, text: str, template: str) -> str:
+    """The program EvalPlus runs for a sample: the prompt + a completion, or the full solution."""
+    sample = code_sample(problem, text, template)
+    return problem.question + sample["completion"] if "completion" in sample else sample["solution"]
+
+
 def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
                benchmark: str = "mbpp_plus") -> tuple[list[list[Verdict]], dict]:
     """Run MBPP+/HumanEval+ samples through EvalPlus in its sandbox; correct = base and plus tests pass."""
@@ -87,7 +94,8 @@ def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
 
 
 def raw_samples(benchmark: str, problems: list[Problem], prompts: list[str], completions) -> list[dict]:
-    """Generated samples before grading (problem-major, ``sample`` = index within the problem)."""
+    """Generated samples before grading (problem-major, ``sample`` = index within the problem); ``response``
+    is the text graded (cut before the template's stop string)."""
     return [{"benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompt, "response": c.text,
              "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6)}
             for p, prompt, group in zip(problems, prompts, completions) for j, c in enumerate(group)]
@@ -132,6 +140,8 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
         for r, v in zip(group, vs):
             records.append({**r, "answer": p.answer, "extracted": v.extracted, "correct": v.correct,
                             "reason": v.reason, "grade_seconds": round(v.seconds, 6)})
+            if bench.kind == "code" and not loglikelihood:
+                records[-1]["program"] = program(p, r["response"], template)
     arr = np.asarray(correct, dtype=int).reshape(len(problems), k)  # [P, k]
     lo, hi = bootstrap_ci(arr.mean(axis=1), seed=seed)
     reasons: dict[str, int] = {}
@@ -149,9 +159,12 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
     return records, summary
 
 
-def sampling_dict(params: SamplingParams) -> dict:
-    return {"n": params.n, "temperature": params.temperature, "top_p": params.top_p,
-            "max_new_tokens": params.max_new_tokens, "seed": params.seed}
+def sampling_dict(params: SamplingParams, template: str | None = None) -> dict:
+    """The sampling record of a summary; with ``template``, its stop strings too."""
+    out = {"n": params.n, "temperature": params.temperature, "top_p": params.top_p,
+           "max_new_tokens": params.max_new_tokens, "seed": params.seed}
+    stop = stop_strings(template) if template else params.stop
+    return {**out, "stop": list(stop)} if stop else out
 
 
 def generate(engine, benchmarks: dict[str, tuple[list[Problem], str]],
@@ -163,7 +176,7 @@ def generate(engine, benchmarks: dict[str, tuple[list[Problem], str]],
     for name, (problems, template) in benchmarks.items():
         prompts = [render(template, p, tokenizer) for p in problems]
         t0 = time.perf_counter()
-        completions = engine.generate(prompts, params)
+        completions = engine.generate(prompts, replace(params, stop=stop_strings(template)))
         out[name] = (raw_samples(name, problems, prompts, completions), time.perf_counter() - t0)
     return out
 
@@ -171,13 +184,13 @@ def generate(engine, benchmarks: dict[str, tuple[list[Problem], str]],
 def evaluate(*, model_dir: str, benchmark: str, problems: list[Problem], template: str, params: SamplingParams,
              backend: str, device: str, batch_size: int, grader_timeout_s: float, grader_workers: int = 1):
     """Generate and grade; returns (per-sample records, summary dict without run identifiers)."""
-    from evaluation.generate import make_backend
+    from evaluation.generation import make_backend
 
     engine = make_backend(backend, model_dir, seed=params.seed, device=device, batch_size=batch_size)
     raw, gen_seconds = generate(engine, {benchmark: (problems, template)}, params)[benchmark]
     records, summary = score(benchmark, problems, raw, k=params.n, template=template, seed=params.seed,
                              grader_timeout_s=grader_timeout_s, grader_workers=grader_workers)
-    summary.update({"sampling": sampling_dict(params), "backend": backend,
+    summary.update({"sampling": sampling_dict(params, template), "backend": backend,
                     "generation_seconds": round(gen_seconds, 3)})
     return records, summary
 
@@ -195,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.samples.jsonl and PREFIX.summary.json")
     parser.add_argument("--grader-workers", type=int, default=1)
     args = parser.parse_args(argv)
-    from evaluation.generate import SamplingParams
+    from evaluation.generation import SamplingParams
     from common.runtime import setup_runtime
 
     cfg = load_config(args.config)

@@ -1,47 +1,101 @@
-"""Metrics over per-problem samples: avg@k, unbiased pass@k, maj@k, bootstrap CIs, weighted average.
+"""Metrics over per-problem samples: avg@k, unbiased pass@k, maj@k, G-Pass@k, bootstrap CIs, weighted average.
 
-``correct`` arrays are [P, k] of 0/1 (problem x sample). avg@k is the DelTA paper's "avg@16"
-(mean accuracy over all k samples); pass@k is the unbiased estimator of Chen et al. 2021 (Codex §2.1).
+``correct`` arrays are [P, n] of 0/1 (problem x sample), n >= k. Each @k metric is the expectation over
+the k-subsets of a problem's n samples, averaged over problems: avg@k is the DelTA paper's "avg@16"
+(mean accuracy, the same for every k <= n); pass@k is the unbiased estimator of Chen et al. 2021 (Codex
+§2.1); maj@k votes within each subset; G-Pass@k_tau (Liu et al. 2024) asks for at least ceil(tau·k)
+correct samples in the subset (tau 1.0: all k). Fewer than k samples is an error, never a silent
+smaller k.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import Counter
 from typing import Sequence
 
 import numpy as np
 
+MAJ_MAX_SUBSETS = 100_000
+"""maj@k with k < n enumerates the k-subsets; more than this many per problem is refused."""
 
-def avg_at_k(correct: np.ndarray) -> float:
-    """Mean over problems of the fraction of correct samples (avg@k)."""
+
+def _check_k(n: int, k: int | None, metric: str) -> None:
+    if k is not None and not 1 <= k <= n:
+        raise ValueError(f"{metric}@{k} needs at least {k} samples per problem (and k >= 1), got {n}")
+
+
+def avg_at_k(correct: np.ndarray, k: int | None = None) -> float:
+    """Mean over problems of the fraction of correct samples (avg@k); ``k`` only checks n >= k."""
     correct = np.asarray(correct, dtype=float)
+    if correct.ndim == 2:
+        _check_k(correct.shape[1], k, "avg")
     return float(correct.mean()) if correct.size else float("nan")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k = 1 - C(n-c, k) / C(n, k) for one problem with n samples, c correct."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    _check_k(n, k, "pass")
     if n - c < k:
         return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
 def mean_pass_at_k(correct: np.ndarray, k: int) -> float:
+    """pass@k averaged over problems; every row needs at least k samples."""
     correct = np.asarray(correct, dtype=int)
     return float(np.mean([pass_at_k(row.size, int(row.sum()), k) for row in correct]))
 
 
-def maj_at_k(answers: Sequence[Sequence[str | None]], correct: np.ndarray) -> float:
-    """Majority vote over extracted answers per problem (ties: first seen; None never wins)."""
+def g_pass_at_k(n: int, c: int, k: int, tau: float) -> float:
+    """G-Pass@k_tau = P(at least ceil(tau·k) of k samples drawn without replacement are correct).
+
+    Hypergeometric tail (Liu et al. 2024, "Are Your LLMs Capable of Stable Reasoning?"); tau 1.0 is
+    the probability that all k are correct, a small tau approaches pass@k.
+    """
+    _check_k(n, k, "G-Pass")
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"G-Pass@k needs 0 < tau <= 1, got {tau}")
+    need = math.ceil(tau * k - 1e-12)
+    hits = sum(math.comb(c, j) * math.comb(n - c, k - j) for j in range(need, min(c, k) + 1))
+    return hits / math.comb(n, k)
+
+
+def mean_g_pass_at_k(correct: np.ndarray, k: int, tau: float) -> float:
+    correct = np.asarray(correct, dtype=int)
+    return float(np.mean([g_pass_at_k(row.size, int(row.sum()), k, tau) for row in correct]))
+
+
+def _vote(answers: Sequence[str | None], correct: Sequence[int]) -> float:
+    """1.0 when the most frequent non-None answer is correct (ties: the one seen first; all None: 0)."""
+    votes = Counter(a for a in answers if a is not None)
+    if not votes:
+        return 0.0
+    first = {a: i for i, a in reversed(list(enumerate(answers)))}
+    winner = max(votes, key=lambda a: (votes[a], -first[a]))
+    return float(correct[first[winner]])
+
+
+def maj_at_k(answers: Sequence[Sequence[str | None]], correct: np.ndarray, k: int | None = None) -> float:
+    """Majority vote over extracted answers per problem (ties: first seen in sample order; None never wins).
+
+    ``k`` None or n: one vote over all n samples. ``k`` < n: the mean vote over every k-subset (samples
+    keep their order within a subset), the maj@k analogue of the unbiased pass@k.
+    """
     hits = []
     for row_answers, row_correct in zip(answers, np.asarray(correct)):
-        votes = Counter(a for a in row_answers if a is not None)
-        if not votes:
-            hits.append(0.0)
+        row_answers, row_correct = list(row_answers), list(row_correct)
+        n = len(row_answers)
+        _check_k(n, k, "maj")
+        if k is None or k == n:
+            hits.append(_vote(row_answers, row_correct))
             continue
-        winner = max(votes, key=lambda a: (votes[a], -list(row_answers).index(a)))
-        hits.append(float(row_correct[list(row_answers).index(winner)]))
+        if math.comb(n, k) > MAJ_MAX_SUBSETS:
+            raise ValueError(f"maj@{k} of {n} samples: C({n},{k}) subsets exceed {MAJ_MAX_SUBSETS}")
+        subsets = itertools.combinations(range(n), k)
+        votes = [_vote([row_answers[i] for i in s], [row_correct[i] for i in s]) for s in subsets]
+        hits.append(float(np.mean(votes)))
     return float(np.mean(hits)) if hits else float("nan")
 
 

@@ -1,9 +1,10 @@
 """Real benchmarks on one checkpoint (config ``real_eval``), as two jobs of the workflow:
 
-* ``generate`` (GPU-bound): load the model once; sample every math and code set (``evaluation.generate``)
-  and score the multiple-choice sets' option letters by log-likelihood through lm-eval
-  (``evaluation.ood``, with the loaded model). Writes ``<set>.raw.jsonl`` (one line per sample; for
-  multiple choice the chosen letter and the log-likelihoods) and ``<set>.gen.json`` (template, sampling,
+* ``generate`` (GPU-bound): load the model once; sample every math and code set (``evaluation.generation``)
+  and score the multiple-choice sets by log-likelihood through lm-eval (``evaluation.mcq``, with the
+  loaded model; ``real_eval.mcq_protocol``: cloze, scored by acc_norm, or letters, scored by acc).
+  Writes ``<set>.raw.jsonl`` (one line per sample; for multiple choice the chosen letter and the
+  log-likelihoods) and ``<set>.gen.json`` (template, sampling,
   subset, data sha256, seconds).
 * ``score`` (CPU-bound): grade the raw samples (answer checker; EvalPlus sandbox for code; the chosen
   letter vs the gold one for multiple choice, cross-checked with lm-eval's own verdict) into
@@ -112,7 +113,7 @@ def run_ids(args: argparse.Namespace) -> dict[str, Any]:
 def generate_samples(cfg: Config, args: argparse.Namespace, engine: Any, subsets: dict) -> dict[str, tuple]:
     """Math and code sets: name -> (raw samples, meta)."""
     from evaluation.evaluate import generate, sampling_dict
-    from evaluation.generate import SamplingParams
+    from evaluation.generation import SamplingParams
 
     re_ = cfg.real_eval
     params = SamplingParams(n=re_.k, temperature=re_.temperature, top_p=re_.top_p,
@@ -120,7 +121,7 @@ def generate_samples(cfg: Config, args: argparse.Namespace, engine: Any, subsets
     jobs = {name: (problems, template_for(cfg, name)) for name, (problems, _) in subsets.items()}
     out = {}
     for name, (samples, seconds) in generate(engine, jobs, params).items():
-        out[name] = (samples, {"template": jobs[name][1], "sampling": sampling_dict(params),
+        out[name] = (samples, {"template": jobs[name][1], "sampling": sampling_dict(params, jobs[name][1]),
                                "backend": cfg.eval.backend, "generation_seconds": round(seconds, 3)})
     return out
 
@@ -130,25 +131,29 @@ def loglikelihood_samples(cfg: Config, args: argparse.Namespace, engine: Any,
     """Multiple-choice sets through lm-eval (the loaded HF model, else ``--model-dir``): name -> (raw, meta)."""
     import lm_eval
 
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     t0 = time.perf_counter()
     results = run_ood(args.model_dir, tasks=list(subsets), problems={n: p for n, (p, _) in subsets.items()},
                       device=cfg.runtime.device, batch_size=cfg.real_eval.batch_size, seed=args.seed,
                       num_fewshot=cfg.real_eval.num_fewshot, model=getattr(engine, "model", None),
-                      tokenizer=getattr(engine, "tokenizer", None))
+                      tokenizer=getattr(engine, "tokenizer", None), protocol=cfg.real_eval.mcq_protocol)
     seconds = round(time.perf_counter() - t0, 3)  # one lm-eval call for all of them
     out = {}
     for name, res in results.items():
         if res.skipped:
             raise BenchmarkError(f"{name}: {res.skipped}")
+        # cloze is scored as lm-eval's standard tasks report it: acc_norm (per-character log-likelihood)
+        norm = res.protocol == "cloze"
         raw = [{"benchmark": name, "problem_id": item.id, "sample": 0, **prompt_record(name, item.prompt),
-                "response": item.predicted, "logliks": list(item.logliks), "lm_eval_correct": item.correct}
-               for item in res.items]
+                "response": item.predicted_norm if norm else item.predicted, "logliks": list(item.logliks),
+                "lm_eval_correct": item.correct_norm if norm else item.correct} for item in res.items]
+        metric = "acc_norm" if norm else "acc"
         sampling = {"n": 1, "loglikelihood": True, "num_fewshot": cfg.real_eval.num_fewshot}
-        out[name] = (raw, {"template": res.template, "grader_version": f"lm-eval/{lm_eval.__version__} acc",
+        out[name] = (raw, {"template": res.template, "grader_version": f"lm-eval/{lm_eval.__version__} {metric}",
                            "sampling": sampling, "backend": f"lm-eval/{lm_eval.__version__} hf",
-                           "generation_seconds": seconds, "lm_eval_acc": res.acc})
+                           "generation_seconds": seconds, "lm_eval_acc": res.acc_norm if norm else res.acc,
+                           "mcq_protocol": res.protocol, "mcq_metric": metric})
     return out
 
 
@@ -160,7 +165,7 @@ def prompt_record(name: str, prompt: str) -> dict[str, str]:
 
 
 def cmd_generate(cfg: Config, args: argparse.Namespace) -> None:
-    from evaluation.generate import make_backend
+    from evaluation.generation import make_backend
 
     subsets = {name: load_subset(cfg, name) for name in args.sets}
     gen_sets, mcq_sets = split_sets(args.sets)

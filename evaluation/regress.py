@@ -60,7 +60,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from evaluation.report import atomic_write_text
+from common.io import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -407,8 +407,8 @@ def update_reference(results: Path, reference: Path, reason: str) -> int:
         (reference / stale).unlink()
         print(f"removed stale reference {stale}")
     for name, path in new.items():
-        atomic_write_text(reference / name, path.read_text(encoding="utf-8"))
-    atomic_write_text(reference / MACHINE_FILE, json.dumps(machine_fingerprint(), indent=2, sort_keys=True) + "\n")
+        write_text_atomic(reference / name, path.read_text(encoding="utf-8"))
+    write_text_atomic(reference / MACHINE_FILE, json.dumps(machine_fingerprint(), indent=2, sort_keys=True) + "\n")
     changelog = reference / "CHANGELOG.md"
     text = (
         changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Reference tables changelog\n\n"
@@ -419,7 +419,7 @@ def update_reference(results: Path, reference: Path, reason: str) -> int:
     tables = ", ".join(Path(n).stem for n in new)
     reason_line = " ".join(reason.split())
     text += f"- {today} · commit {commit[:12]} · tables: {tables} · {reason_line}\n"
-    atomic_write_text(changelog, text)
+    write_text_atomic(changelog, text)
     print(f"updated {len(new)} reference tables in {reference} at commit {commit[:12]}")
     return EXIT_OK
 

@@ -111,6 +111,20 @@ _RENDER: Mapping[str, Callable[[Problem, Any], str]] = MappingProxyType({
 })
 
 
+STOP_STRINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    # a base model that has answered goes on with the few-shot layout: a new "Problem:" or "Question:"
+    "base_boxed": ("\nProblem:", "\nQuestion:"),
+    "base_fewshot": ("\nProblem:", "\nQuestion:"),
+    "base_mcq": ("\nQuestion:",),
+})
+"""Stop strings per template, honoured by both generation backends. Chat templates end at the chat's end
+token (eos); ``qa`` (the synthetic task, trained to end with eos) and code completions have none."""
+
+
+def stop_strings(template_name: str) -> tuple[str, ...]:
+    return STOP_STRINGS.get(template_name, ())
+
+
 def render(template_name: str, problem: Problem, tokenizer: Any = None) -> str:
     """Render ``problem`` with the named template (chat templates need ``tokenizer``)."""
     try:

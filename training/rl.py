@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from evaluation.generate import sample_hf
+from evaluation.generation.hf import sample_hf
 from evaluation.grading import grade, reward
 from training import losses
 from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic

@@ -75,7 +75,8 @@ def make_results(root: Path, *, identical: bool = False, kinds: bool = False) ->
                 "per_problem_correct": matrix.tolist(),
                 "reasons": {"correct": n_correct, "wrong": wrong - no_answer - parse_error - timeout,
                             "no_answer": no_answer, "parse_error": parse_error, "timeout": timeout},
-                "grader_version": "math-v3", "data_sha256": f"{b_index + 1:x}" * 64, "template": "qwen-boxed",
+                "grader_version": "math-v3", "data_sha256": f"{b_index + 1:x}" * 64,
+                "template": "lm_eval_mcq_cloze_0shot" if bench == "arc_challenge" else "qwen-boxed",
                 "sampling": {"n": K, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256, "seed": seed},
                 "manifest_id": f"m-{method}-{seed}",
             }  # fmt: skip

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
-from evaluation.backends_vllm import INSTALL_HINT, VLLMBackend, request_params, to_completions
-from evaluation.generate import BackendUnavailable, Completion, SamplingParams
+from evaluation.generation.vllm import INSTALL_HINT, VLLMBackend, request_params, to_completions
+from evaluation.generation import BackendUnavailable, Completion, SamplingParams
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -28,6 +28,7 @@ class _FakeSP:
     top_k: int
     max_tokens: int
     seed: int
+    stop: list[str]
 
 
 @dataclass
@@ -49,6 +50,7 @@ def test_request_params_per_prompt_seed() -> None:
     assert all(s.n == 4 and s.max_tokens == 16 and s.top_p == 0.9 and s.top_k == -1 for s in sp)
     greedy = request_params(SamplingParams(1, 0.0, 0.5, 8, 0), 1, _FakeSP)[0]
     assert greedy.temperature == 0.0 and greedy.top_p == 1.0
+    assert sp[0].stop == [] and request_params(replace(p, stop=("\nProblem:",)), 1, _FakeSP)[0].stop == ["\nProblem:"]
 
 
 def test_to_completions() -> None:

@@ -106,7 +106,8 @@ def test_split_jobs_write_summaries_with_their_provenance(split_run):
     assert _summary(out, "gsm8k")["template"] == "base_boxed"
     assert _summary(out, "mbpp_plus")["template"] == "base_code"
     mcq = _summary(out, "arc_challenge")
-    assert mcq["template"] == "lm_eval_mcq_letters_0shot" and mcq["grader_version"].startswith("lm-eval/")
+    assert mcq["template"] == "lm_eval_mcq_cloze_0shot" and mcq["grader_version"].startswith("lm-eval/")
+    assert (mcq["mcq_protocol"], mcq["mcq_metric"]) == ("cloze", "acc_norm")
     assert mcq["avg_at_k"] == mcq["lm_eval_acc"]
     assert "plus_pass_at_1" in _summary(out, "mbpp_plus")
 
@@ -129,6 +130,9 @@ def test_score_grades_ground_truth_code_right_and_trivial_code_wrong(split_run, 
         real_eval.main(["score", "--config", str(config), "--out-dir", str(work), "--sets", "mbpp_plus"])
         s = _summary(work, "mbpp_plus")
         assert s["avg_at_k"] == s["plus_pass_at_1"] == s["base_pass_at_1"] == expected, kind
+        questions = {p.id: p.question for p in load_benchmark("mbpp_plus")}
+        for r in map(json.loads, (work / "mbpp_plus.samples.jsonl").read_text().splitlines()):
+            assert r["program"] == questions[r["problem_id"]] + r["response"]  # what EvalPlus ran
 
 
 def test_score_refuses_raw_samples_that_do_not_match_the_subset(split_run, tmp_path):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import regress, report
+from evaluation import regress
+from evaluation.report import __main__ as report_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 def tables(fake_results: Callable[..., Path]) -> tuple[Path, Path]:
     """(results dir with tables/, a reference dir holding copies of its CSVs)."""
     out = fake_results()
-    assert report.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+    assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
     ref = out.parent / "reference"
     ref.mkdir()
     for csv in (out / "tables").glob("*.csv"):

@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation import plots, report
+from evaluation import report
+from evaluation.report import __main__ as report_cli
+from evaluation.report import diagnostics, figures, render
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 def _tables(fake_results: Callable[..., Path], *args: str, name: str = "out", **kwargs: bool) -> Path:
     """Write a fixture tree named ``name`` (``kwargs``: identical, kinds) and its tables; the tables dir."""
     out = fake_results(name, **kwargs)
-    assert report.main(["--results", str(out), "--n-boot", "500", "--n-perm", "500", *args]) == 0
+    assert report_cli.main(["--results", str(out), "--n-boot", "500", "--n-perm", "500", *args]) == 0
     return out / "tables"
 
 
@@ -60,8 +62,8 @@ def test_best_in_bold_and_delta(fake_results: Callable[..., Path]) -> None:
 
 def test_no_bold_when_every_row_ties() -> None:
     col = report.Column("x", "x", bold="max")
-    assert report._bold_rows(pd.DataFrame({"x": [0.0, 0.0, 0.0]}), col) == set()  # e.g. a tiny model's zeros
-    assert report._bold_rows(pd.DataFrame({"x": [0.0, 2.0, 2.0]}), col) == {1, 2}  # ties at the top stay bold
+    assert render._bold_rows(pd.DataFrame({"x": [0.0, 0.0, 0.0]}), col) == set()  # e.g. a tiny model's zeros
+    assert render._bold_rows(pd.DataFrame({"x": [0.0, 2.0, 2.0]}), col) == {1, 2}  # ties at the top stay bold
 
 
 def test_footer_on_every_table(fake_results: Callable[..., Path]) -> None:
@@ -84,7 +86,7 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
     first = fake_results("a")
     second = fake_results("b")
     for out in (first, second):
-        assert report.main(["--results", str(out), "--n-boot", "300", "--n-perm", "300", "--plots"]) == 0
+        assert report_cli.main(["--results", str(out), "--n-boot", "300", "--n-perm", "300", "--plots"]) == 0
     names = sorted(
         p.relative_to(first) for p in first.rglob("*") if p.is_file() and p.parts[-2] in ("tables", "figures")
     )
@@ -191,10 +193,10 @@ def test_learning_wallclock_failures(fake_results: Callable[..., Path]) -> None:
 
 
 def test_heatmap_writes_png_and_pdf(tmp_path: Path) -> None:
-    paths = plots.heatmap(["a", " b", "\n", "c"], [0.5, 1.0, 1.5, 2.0], tmp_path / "hm.png", "t")
+    paths = figures.heatmap(["a", " b", "\n", "c"], [0.5, 1.0, 1.5, 2.0], tmp_path / "hm.png", "t")
     assert [p.name for p in paths] == ["hm.png", "hm.pdf"] and all(p.stat().st_size > 0 for p in paths)
     with pytest.raises(ValueError):
-        plots.heatmap(["a"], [1.0, 2.0], tmp_path / "bad", "t")
+        figures.heatmap(["a"], [1.0, 2.0], tmp_path / "bad", "t")
 
 
 def test_missing_summary_keys_are_named(tmp_path: Path) -> None:
@@ -247,6 +249,7 @@ def test_tables_split_by_kind(fake_results: Callable[..., Path]) -> None:
     ood = _csv(tables, "ood")
     assert list(ood.columns[:2]) == ["label", "arc_challenge"] and "Avg" not in ood.columns
     assert ood.loc["delta", "arc_challenge"] == f"{100 * 37 / 48:.4f}"  # round(0.8·48)=38, round(0.75·48)=36
+    assert "multiple choice): cloze (option text, acc_norm); avg@k" in (tables / "ood.md").read_text()
     gsm = _csv(tables, "gsm8k")
     assert gsm.loc["delta", "gsm8k"] == "77.5000" and gsm.loc["delta", "gsm8k_delta"] == "30.0000"
     sig = pd.read_csv(tables / "significance.csv")
@@ -302,11 +305,11 @@ def test_checker_audit_table(fake_results: Callable[..., Path]) -> None:
     # evenly spaced records 0, 3, 6, 9: both accept, only ours, both accept, both reject
     assert (row["samples"], row["samples_in_files"], row["ours_only"], row["changed"]) == (4, 10, 1, 1)
     assert report.audit_table(res, report.ReportOptions(audit_max_samples=0), "footer") is None
-    assert report._spread(10, 4) == [0, 3, 6, 9] and report._spread(3, 4) == [0, 1, 2]
+    assert diagnostics._spread(10, 4) == [0, 3, 6, 9] and diagnostics._spread(3, 4) == [0, 1, 2]
 
 
 def _tables_at(out: Path, *args: str) -> Path:
-    assert report.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200", *args]) == 0
+    assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200", *args]) == 0
     return out / "tables"
 
 
@@ -314,17 +317,17 @@ def test_heatmap_sample_choice_and_scale(fake_results: Callable[..., Path]) -> N
     # the figures themselves (heatmap_delta but none for DAPO's uniform weights) are checked in
     # test_byte_identical_and_golden
     out = fake_results()
-    rows = plots._weight_rows(out / "runs" / "delta" / "seed0" / "token_weights.jsonl")
-    assert [(r["step"], r["correct"]) for r in plots._pick_pair(rows)] == [(10, True), (20, False)]
+    rows = figures._weight_rows(out / "runs" / "delta" / "seed0" / "token_weights.jsonl")
+    assert [(r["step"], r["correct"]) for r in figures._pick_pair(rows)] == [(10, True), (20, False)]
     rows.append({**rows[1], "step": 10})  # now step 10 has both verdicts: the latest such step wins
-    assert [(r["step"], r["correct"]) for r in plots._pick_pair(rows)] == [(10, True), (10, False)]
-    norm, _ = plots._scale(np.array([0.5, 1.0, 4.0]))  # log scale symmetric around the uniform weight 1
-    assert (norm.vmin, norm.vmax) == (0.25, 4.0) and plots._log_ticks(norm) == [0.25, 0.5, 1.0, 2.0, 4.0]
-    norm, _ = plots._scale(np.array([-0.5, 1.0, 2.0]))
+    assert [(r["step"], r["correct"]) for r in figures._pick_pair(rows)] == [(10, True), (10, False)]
+    norm, _ = figures._scale(np.array([0.5, 1.0, 4.0]))  # log scale symmetric around the uniform weight 1
+    assert (norm.vmin, norm.vmax) == (0.25, 4.0) and figures._log_ticks(norm) == [0.25, 0.5, 1.0, 2.0, 4.0]
+    norm, _ = figures._scale(np.array([-0.5, 1.0, 2.0]))
     assert (norm.vmin, norm.vcenter, norm.vmax) == (-0.5, 1.0, 2.0)
-    assert plots._display_token("a\n") == "a↵"
+    assert figures._display_token("a\n") == "a↵"
     # an untrained model's control bytes are drawn as escapes, not as glyphs the font lacks
-    assert plots._display_token("\x0c\x7f b\u200b") == "\\x0c\\x7f b\\u200b"
+    assert figures._display_token("\x0c\x7f b\u200b") == "\\x0c\\x7f b\\u200b"
 
 
 def test_heatmap_of_control_bytes_warns_of_no_missing_glyph(tmp_path: Path) -> None:
@@ -332,7 +335,7 @@ def test_heatmap_of_control_bytes_warns_of_no_missing_glyph(tmp_path: Path) -> N
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        plots.heatmap(["\x01", "\x0c", "\x7f", "ok"], [0.5, 1.0, 1.5, 2.0], tmp_path / "ctl", "t")
+        figures.heatmap(["\x01", "\x0c", "\x7f", "ok"], [0.5, 1.0, 1.5, 2.0], tmp_path / "ctl", "t")
 
 
 def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callable[..., Path]) -> None:
@@ -343,5 +346,5 @@ def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callab
         report.load_results(out)
     args = ["--results", str(out), "--eval-dir", "real_eval", "--out", str(out / "real_tables"), "--n-boot", "200",
             "--n-perm", "200"]
-    assert report.main(args) == 0
+    assert report_cli.main(args) == 0
     assert {"main.md", "code.md", "ood.md", "gsm8k.md"} <= {p.name for p in (out / "real_tables").iterdir()}

@@ -70,8 +70,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from evaluation.generate import sample_hf  # noqa: E402
-from evaluation.plots import RC, heatmap_panels, save  # noqa: E402
+from evaluation.generation.hf import sample_hf  # noqa: E402
+from evaluation.report.figures import RC, heatmap_panels, save  # noqa: E402
 from common.config import Config, load_config  # noqa: E402
 from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
 from training.credit.delta import delta_lambda  # noqa: E402
@@ -112,7 +112,7 @@ SCAFFOLD_RE = re.compile(
     re.escape(SCAFFOLD) + rf"|\b(?:{'|'.join(NAMES)}) has \d+ (?:{'|'.join(OBJECTS)})\."
 )
 
-Sampler = Callable[..., torch.Tensor]  # the signature of evaluation.generate.sample_hf
+Sampler = Callable[..., torch.Tensor]  # the signature of evaluation.generation.hf.sample_hf
 RewardFn = Callable[..., float]  # the signature of training.rl.verifiable_reward
 
 

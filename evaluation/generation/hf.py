@@ -1,53 +1,24 @@
-"""Generation backends behind one interface: HF ``transformers`` (default; CPU or GPU, batched, KV
-cache) and vLLM (``evaluation.backends_vllm``; used when installed). Same sampling parameters and
-seeds for both.
-
-    backend = make_backend("hf", model_dir, seed=0)
-    completions = backend.generate(prompts, SamplingParams(n=4, temperature=1.0, top_p=1.0,
-                                                           max_new_tokens=64, seed=0))
-"""
+"""HF ``transformers`` generation: ``sample_hf`` (shared with the RL trainer's rollouts) and ``HFBackend``."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from tqdm import tqdm
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    n: int
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str
-    token_ids: tuple[int, ...]
-    finish_reason: str  # "stop" (eos) or "length"
-    latency_s: float
-
-
-class Backend(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]: ...
-
-
-class BackendUnavailable(RuntimeError):
-    """An optional backend (vLLM) is not installed here; the message says what to install."""
+from evaluation.generation.types import Completion, SamplingParams, cut_at_stop
 
 
 def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, n: int,
-              temperature: float, top_p: float, max_new_tokens: int, generator_seed: int) -> torch.Tensor:
+              temperature: float, top_p: float, max_new_tokens: int, generator_seed: int,
+              stop_strings: tuple[str, ...] = ()) -> torch.Tensor:
     """Sample ``n`` continuations per left-padded prompt with the KV cache; returns response ids
     [B*n, R] right-padded with the pad token (rows ordered prompt-major: prompt0 x n, prompt1 x n, ...).
-    Shared by evaluation and by the RL trainer's rollouts, so both sample the same way.
+    Shared by evaluation and by the RL trainer's rollouts, so both sample the same way. ``stop_strings``
+    (transformers' ``StopStringCriteria``) ends a row once its text contains one; the caller cuts the text.
     """
+    stops = {"stop_strings": list(stop_strings), "tokenizer": tokenizer} if stop_strings else {}
     torch.manual_seed(generator_seed)  # HF generate samples from the global torch RNG
     greedy = temperature == 0.0
     out = model.generate(
@@ -62,6 +33,7 @@ def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Ten
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         use_cache=True,
+        **stops,
     )
     return out[:, prompt_ids.shape[1] :]
 
@@ -103,7 +75,8 @@ class HFBackend:
             # The seed depends on the chunk's position, not on the batch size of earlier chunks.
             resp = sample_hf(self.model, tok, enc["input_ids"], enc["attention_mask"], n=params.n,
                              temperature=params.temperature, top_p=params.top_p,
-                             max_new_tokens=params.max_new_tokens, generator_seed=params.seed * 1_000_003 + start)
+                             max_new_tokens=params.max_new_tokens, generator_seed=params.seed * 1_000_003 + start,
+                             stop_strings=params.stop)
             latency = (time.perf_counter() - t0) / max(1, len(chunk) * params.n)
             rows = resp.tolist()
             for i in range(len(chunk)):
@@ -111,17 +84,8 @@ class HFBackend:
                 for j in range(params.n):
                     ids, finish = split_response(rows[i * params.n + j], tok.eos_token_id, tok.pad_token_id)
                     text = tok.decode([t for t in ids if t != tok.eos_token_id], skip_special_tokens=False)
-                    group.append(Completion(text=text, token_ids=tuple(ids), finish_reason=finish, latency_s=latency))
+                    text, hit = cut_at_stop(text, params.stop)
+                    group.append(Completion(text=text, token_ids=tuple(ids), finish_reason="stop" if hit else finish,
+                                            latency_s=latency))
                 results.append(group)
         return results
-
-
-def make_backend(name: str, model_dir: str, *, seed: int, device: str = "cpu", batch_size: int = 32) -> Backend:
-    """``hf`` or ``vllm``; vLLM raises ``BackendUnavailable`` with a clear message where not installed."""
-    if name == "hf":
-        return HFBackend(model_dir, device=device, batch_size=batch_size)
-    if name == "vllm":
-        from evaluation.backends_vllm import VLLMBackend
-
-        return VLLMBackend(model_dir, seed=seed)
-    raise ValueError(f"unknown generation backend {name!r}; valid: ['hf', 'vllm']")

@@ -1,4 +1,4 @@
-"""vLLM generation backend with the same interface and sampling semantics as ``evaluation.generate.HFBackend``.
+"""vLLM generation backend with the same interface and sampling semantics as ``evaluation.generation.hf.HFBackend``.
 
 Importing this module never needs vLLM; constructing :class:`VLLMBackend` without it raises
 ``BackendUnavailable`` with the install hint. vLLM pulls its own CUDA torch and may change the
@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from evaluation.generate import BackendUnavailable, Completion, SamplingParams
+from evaluation.generation.types import BackendUnavailable, Completion, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,8 @@ def request_params(params: SamplingParams, n_prompts: int, sampling_cls: Any) ->
     """One vLLM ``SamplingParams`` per prompt, with a per-request seed."""
     return [sampling_cls(n=params.n, temperature=params.temperature,
                          top_p=1.0 if params.temperature == 0.0 else params.top_p, top_k=-1,
-                         max_tokens=params.max_new_tokens, seed=params.seed * 1_000_003 + i)
+                         max_tokens=params.max_new_tokens, seed=params.seed * 1_000_003 + i,
+                         stop=list(params.stop))
             for i in range(n_prompts)]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evaluation.benchmarks import load_benchmark, resolve_gpqa_dir
-from evaluation.ood import OOD_SETS, task_config, write_task_file
+from evaluation.mcq import OOD_SETS, task_config, write_task_file
 
 
 def _tiny_model(path: Path) -> Path:
@@ -45,7 +45,7 @@ def test_lm_eval_runs_offline_on_tiny_model(tmp_path: Path) -> None:
     pytest.importorskip("lm_eval")
     import torch
 
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     torch.set_num_threads(1)
     model = _tiny_model(tmp_path / "tiny")
@@ -68,7 +68,7 @@ def test_lm_eval_with_a_loaded_model_matches_the_folder(tmp_path: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     torch.set_num_threads(1)
     model = _tiny_model(tmp_path / "tiny")
@@ -85,7 +85,63 @@ def test_lm_eval_with_a_loaded_model_matches_the_folder(tmp_path: Path) -> None:
 
 def test_gpqa_missing_is_skipped_not_fatal(tmp_path: Path) -> None:
     pytest.importorskip("lm_eval")
-    from evaluation.ood import run_ood
+    from evaluation.mcq import run_ood
 
     res = run_ood(tmp_path / "no-model", tasks=["gpqa_diamond"], gpqa_dir=tmp_path)
     assert "not found" in res["gpqa_diamond"].skipped
+
+
+def _lm_eval_own_task(name: str, data_file: Path) -> dict:
+    """lm-eval's bundled task YAML (``include`` resolved), reading ``data_file`` instead of the HF hub."""
+    import lm_eval
+    import yaml
+
+    task_dir = Path(lm_eval.__file__).parent / "tasks" / "arc"
+    cfg = yaml.safe_load((task_dir / f"{name}.yaml").read_text())
+    while "include" in cfg:
+        base = yaml.safe_load((task_dir / cfg.pop("include")).read_text())
+        cfg = {**base, **cfg}
+    for key in ("tag", "dataset_name", "training_split", "validation_split"):
+        cfg.pop(key, None)
+    return {**cfg, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data_file)},
+                                                              "cache_dir": str(data_file.parent / "hf")}}
+
+
+def test_cloze_agrees_per_item_with_lm_evals_own_arc_challenge_task(tiny_env, tmp_path: Path) -> None:
+    """Our cloze protocol vs lm-eval's standard ``arc_challenge`` task on the same items, same model."""
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+
+    from evaluation.harness import subset
+    from evaluation.mcq import run_ood
+
+    chosen = subset(load_benchmark("arc_challenge"), 30, seed=0)
+    ours = run_ood(tiny_env["model"], tasks=["arc_challenge"], problems={"arc_challenge": chosen},
+                   protocol="cloze")["arc_challenge"]
+    upstream = tmp_path / "arc_upstream.jsonl"  # the allenai/ai2_arc schema that lm-eval's task reads
+    upstream.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answerKey": p.answer,
+                                            "choices": {"text": list(p.choices), "label": list("ABCDE"[:len(p.choices)])}})
+                                + "\n" for p in chosen))
+    out = lm_eval.simple_evaluate(model="hf", model_args={"pretrained": str(tiny_env["model"]), "dtype": "float32"},
+                                  tasks=[_lm_eval_own_task("arc_challenge", upstream)], device="cpu", batch_size=1,
+                                  bootstrap_iters=0, log_samples=True, task_manager=TaskManager(include_defaults=False))
+    theirs = sorted(out["samples"]["arc_challenge"], key=lambda s: s["doc_id"])
+    assert [s["doc"]["id"] for s in theirs] == [i.id for i in ours.items] == [p.id for p in chosen]
+    agree = sum((i.correct, i.correct_norm) == (bool(s["acc"]), bool(s["acc_norm"])) for i, s in zip(ours.items, theirs))
+    assert agree == len(chosen)
+    for i, s in zip(ours.items, theirs):
+        assert i.logliks == pytest.approx([float(r[0]) for r in s["filtered_resps"]], abs=1e-5)
+        assert i.prompt == s["arguments"][0][0]
+    assert ours.acc == out["results"]["arc_challenge"]["acc,none"]
+    assert ours.acc_norm == out["results"]["arc_challenge"]["acc_norm,none"]
+    assert sum(i.correct_norm for i in ours.items) / len(chosen) == ours.acc_norm
+
+
+def test_letters_protocol_lists_the_options_and_scores_the_letters(tiny_env) -> None:
+    pytest.importorskip("lm_eval")
+    from evaluation.mcq import run_ood
+
+    chosen = {"arc_challenge": load_benchmark("arc_challenge")[:3]}
+    res = run_ood(tiny_env["model"], tasks=["arc_challenge"], problems=chosen, protocol="letters")["arc_challenge"]
+    assert res.template == "lm_eval_mcq_letters_0shot" and res.acc_norm is None
+    assert all("\nA. " in i.prompt and i.correct_norm is None for i in res.items)

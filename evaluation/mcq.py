@@ -1,11 +1,20 @@
-"""Out-of-domain multiple-choice sets (ARC-Challenge, MMLU-STEM, GPQA-Diamond) through lm-eval, offline.
+"""Multiple-choice sets (ARC-Challenge, MMLU-STEM, GPQA-Diamond) through lm-eval, offline, in two protocols.
 
 Each set is loaded with :func:`evaluation.benchmarks.load_benchmark` (sha256 and count verified), written
 as a uniform JSONL (``question``, ``choices``, ``letters``, ``answer`` index) and handed to lm-eval as a
 task config dict with ``dataset_path: json`` and ``data_files`` pointing at that local file; the model is
-a local HF folder (``hf`` model type). Scoring is lm-eval's log-likelihood ``multiple_choice``: the
-option letters after an MMLU-style lettered prompt (zero-shot by default). GPQA's derived file is written
-to a temporary directory and removed afterwards, so it never lands in the repository.
+a local HF folder (``hf`` model type) or an already loaded one. Scoring is lm-eval's log-likelihood
+``multiple_choice`` in one of two protocols:
+
+* ``cloze`` (default, as lm-eval's standard ``arc_challenge`` task): ``Question: ...\nAnswer:`` and each
+  option's *text* as the continuation; ``acc`` (highest log-likelihood) and ``acc_norm`` (log-likelihood
+  per character of the option). Small models can be measured this way: they need not know the letters.
+* ``letters`` (MMLU-style): the options listed as ``A. ...`` in the prompt, the letters as continuations.
+  A small model tends to pick one letter for every item, and the accuracy is then the share of that
+  gold letter (``evaluation.harness.letter_warning`` says so).
+
+GPQA's derived file is written to a temporary directory and removed afterwards, so it never lands in
+the repository.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ log = logging.getLogger(__name__)
 OOD_SETS: tuple[str, ...] = ("arc_challenge", "mmlu_stem", "gpqa_diamond")
 DOC_TO_TEXT = ("Question: {{question}}\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\n{% endfor %}"
                "Answer:")
+CLOZE_DOC_TO_TEXT = "Question: {{question}}\nAnswer:"  # lm-eval's arc_easy.yaml / arc_challenge.yaml
+PROTOCOLS = ("cloze", "letters")
 
 
 class LmEvalUnavailable(RuntimeError):
@@ -37,7 +48,10 @@ class LmEvalUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class OODItem:
-    """One item's lm-eval verdict: the highest-likelihood letter vs the gold letter."""
+    """One item's lm-eval verdict: the letter of the highest-likelihood option vs the gold letter.
+
+    ``predicted_norm`` / ``correct_norm``: the same with per-character log-likelihoods (cloze ``acc_norm``).
+    """
 
     id: str
     correct: bool
@@ -45,6 +59,9 @@ class OODItem:
     target: str
     logliks: tuple[float, ...] = ()
     prompt: str = ""
+    choices: tuple[str, ...] = ()
+    predicted_norm: str | None = None
+    correct_norm: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -55,29 +72,35 @@ class OODResult:
     n: int
     acc: float | None
     acc_stderr: float | None
-    template: str = "lm_eval_mcq_letters_0shot"
+    template: str = "lm_eval_mcq_cloze_0shot"
     skipped: str = ""
     items: tuple[OODItem, ...] = ()
+    protocol: str = "cloze"
+    acc_norm: float | None = None
 
 
 def task_config(name: str, data_file: str | os.PathLike[str], *, num_fewshot: int = 0,
-                cache_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                cache_dir: str | os.PathLike[str] | None = None, protocol: str = "cloze") -> dict[str, Any]:
     """lm-eval task config dict reading ``data_file`` (uniform JSONL) as its test split; ``cache_dir``
     keeps the HF datasets cache of that file out of ``~/.cache``."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown multiple-choice protocol {protocol!r}; valid: {list(PROTOCOLS)}")
     kwargs: dict[str, Any] = {"data_files": {"test": str(data_file)}}
     if cache_dir is not None:
         kwargs["cache_dir"] = str(cache_dir)
+    cloze = protocol == "cloze"
+    metrics = ("acc", "acc_norm") if cloze else ("acc",)
     return {
         "task": f"creditbench_{name}",
         "dataset_path": "json",
         "dataset_kwargs": kwargs,
         "test_split": "test",
         "output_type": "multiple_choice",
-        "doc_to_text": DOC_TO_TEXT,
-        "doc_to_choice": "{{letters}}",
+        "doc_to_text": CLOZE_DOC_TO_TEXT if cloze else DOC_TO_TEXT,
+        "doc_to_choice": "{{choices}}" if cloze else "{{letters}}",
         "doc_to_target": "answer",
         "num_fewshot": num_fewshot,
-        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}],
+        "metric_list": [{"metric": m, "aggregation": "mean", "higher_is_better": True} for m in metrics],
         "metadata": {"version": 1.0, "source": BENCHMARKS[name].upstream},
     }
 
@@ -97,16 +120,26 @@ def write_task_file(name: str, path: Path, *, data_dir: str | os.PathLike[str] |
     return len(problems)
 
 
-def _items(samples: Sequence[Mapping[str, Any]]) -> tuple[OODItem, ...]:
-    """Per-item verdicts from lm-eval's logged samples (``filtered_resps``: (loglik, greedy) per option)."""
+def _argmax(values: Sequence[float]) -> int:
+    return max(range(len(values)), key=values.__getitem__)  # the first on ties, as numpy's argmax
+
+
+def _items(samples: Sequence[Mapping[str, Any]], protocol: str = "letters") -> tuple[OODItem, ...]:
+    """Per-item verdicts from lm-eval's logged samples (``filtered_resps``: (loglik, greedy) per option).
+
+    Cloze's normalised choice divides by the option's length in characters, as lm-eval's ``acc_norm``.
+    """
     out = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
         doc = s["doc"]
         logliks = [float(r[0]) for r in s["filtered_resps"]]
-        best = max(range(len(logliks)), key=logliks.__getitem__)
         letters = doc["letters"]
-        out.append(OODItem(str(doc["id"]), bool(s["acc"]), letters[best], letters[doc["answer"]], tuple(logliks),
-                           str(s["arguments"][0][0])))
+        norm_pred, norm_ok = None, None
+        if protocol == "cloze":
+            norm = _argmax([ll / len(c) for ll, c in zip(logliks, doc["choices"])])
+            norm_pred, norm_ok = letters[norm], bool(s["acc_norm"])
+        out.append(OODItem(str(doc["id"]), bool(s["acc"]), letters[_argmax(logliks)], letters[doc["answer"]],
+                           tuple(logliks), str(s["arguments"][0][0]), tuple(doc["choices"]), norm_pred, norm_ok))
     return tuple(out)
 
 
@@ -114,8 +147,8 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
             data_dir: str | os.PathLike[str] | None = None, gpqa_dir: str | os.PathLike[str] | None = None,
             device: str = "cpu", batch_size: int = 1, seed: int = 0, num_fewshot: int = 0,
             dtype: str = "float32", problems: Mapping[str, Sequence[Problem]] | None = None,
-            model: Any = None, tokenizer: Any = None) -> dict[str, OODResult]:
-    """Evaluate a local HF model folder on the OOD sets with ``lm_eval.simple_evaluate``.
+            model: Any = None, tokenizer: Any = None, protocol: str = "cloze") -> dict[str, OODResult]:
+    """Evaluate a local HF model folder on the multiple-choice sets with ``lm_eval.simple_evaluate``.
 
     ``limit`` keeps the first N items of each set; ``problems`` (set -> verified items) replaces loading;
     ``model`` / ``tokenizer``: an already loaded transformers model (then ``model_dir`` is not read).
@@ -146,7 +179,8 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
                 log.warning("%s skipped: %s", name, exc)
                 results[name] = OODResult(name, 0, None, None, skipped=str(exc))
                 continue
-            configs.append(task_config(name, f, num_fewshot=num_fewshot, cache_dir=Path(tmp) / "hf_datasets"))
+            configs.append(task_config(name, f, num_fewshot=num_fewshot, cache_dir=Path(tmp) / "hf_datasets",
+                                       protocol=protocol))
         if not configs:
             return results
         t0 = time.monotonic()
@@ -169,24 +203,26 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
         stderr = r.get("acc_stderr,none")
         results[name] = OODResult(name, sizes[name], float(r["acc,none"]),
                                   float(stderr) if isinstance(stderr, (int, float)) else None,
-                                  template=f"lm_eval_mcq_letters_{num_fewshot}shot",
-                                  items=_items(out["samples"][f"creditbench_{name}"]))
+                                  template=f"lm_eval_mcq_{protocol}_{num_fewshot}shot",
+                                  items=_items(out["samples"][f"creditbench_{name}"], protocol),
+                                  protocol=protocol, acc_norm=r.get("acc_norm,none"))
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evaluation.ood", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m evaluation.mcq", description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
     ap.add_argument("--tasks", nargs="*", default=list(OOD_SETS))
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--gpqa-dir", default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-size", type=int, default=1)
+    ap.add_argument("--protocol", choices=PROTOCOLS, default="cloze")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     res = run_ood(a.model_dir, tasks=a.tasks, limit=a.limit, gpqa_dir=a.gpqa_dir, device=a.device,
-                  batch_size=a.batch_size)
+                  batch_size=a.batch_size, protocol=a.protocol)
     for r in res.values():
         print(f"{r.name} skipped: {r.skipped}" if r.skipped else f"{r.name} n={r.n} acc={r.acc:.4f}")
     if a.out:

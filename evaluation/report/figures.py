@@ -1,6 +1,6 @@
 """Figures for the report: learning curves, accuracy vs wall-clock, step-time phases, token-weight heat-maps.
 
-``python -m evaluation.plots --results OUT [--out OUT/figures] [--baseline dapo]`` (or
+``python -m evaluation.report.figures --results OUT [--out OUT/figures] [--baseline dapo]`` (or
 ``python -m evaluation.report ... --plots``). Every figure is written as PNG and PDF, atomically and
 byte-reproducibly: Agg backend, fixed ``svg.hashsalt``, no dates or software versions in the metadata.
 
@@ -33,7 +33,7 @@ from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from evaluation.report import (  # noqa: E402
+from evaluation.report.load import (  # noqa: E402
     AVG,
     METHOD_LABELS,
     METHOD_ORDER,
@@ -41,10 +41,9 @@ from evaluation.report import (  # noqa: E402
     START_METHOD,
     Results,
     load_results,
-    seed_step_accuracy,
     sort_methods,
-    wall_clock_at,
 )
+from evaluation.report.stats import seed_step_accuracy, wall_clock_at  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +425,7 @@ def write_all(res: Results, out_dir: Path, *, baseline: str = "dapo") -> list[Pa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.plots", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m evaluation.report.figures", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, required=True, help="results tree (OUT)")
     parser.add_argument("--out", type=Path, default=None, help="figure directory (default OUT/figures)")
     parser.add_argument("--baseline", default="dapo")

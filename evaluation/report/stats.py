@@ -1,0 +1,215 @@
+"""Statistics of the report (weighted Avg, stratified bootstrap, paired tests, Holm) and the
+selections shared by tables and figures (final steps, problem counts, per-step accuracy)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.metrics import bootstrap_ci
+from evaluation.metrics import weighted_average as _weighted_average
+from evaluation.report.load import AVG, EvalRecord, Results, main_benchmarks
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Statistics
+# ----------------------------------------------------------------------------------------------------
+
+
+def weighted_average(values: Sequence[float], weights: Sequence[float]) -> float:
+    """``metrics.weighted_average`` (Σ w·v / Σ w), NaN when a value is missing or no weight is positive."""
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    if v.size == 0 or np.isnan(v).any() or w.sum() <= 0:
+        return math.nan
+    return _weighted_average(v, w)
+
+
+def _sd(values: Sequence[float]) -> float:
+    """Sample standard deviation (ddof=1); NaN for fewer than two values."""
+    v = np.asarray(values, dtype=float)
+    return float(v.std(ddof=1)) if v.size > 1 else math.nan
+
+
+def _stratified_boot_means(strata: Sequence[np.ndarray], n_boot: int, seed: int) -> np.ndarray:
+    """Bootstrap distribution of the pooled mean, resampling units with replacement within each stratum.
+
+    With one stratum per benchmark and one unit per problem, the pooled mean is the problem-count-weighted
+    average, so this is the bootstrap of the paper's Avg.
+    """
+    rng = np.random.default_rng(seed)
+    total = np.zeros(n_boot)
+    count = 0
+    for values in strata:
+        values = np.asarray(values, dtype=float)
+        if values.size == 0:
+            continue
+        idx = rng.integers(0, values.size, size=(n_boot, values.size))
+        total += values[idx].sum(axis=1)
+        count += values.size
+    return total / max(count, 1)
+
+
+def stratified_bootstrap_ci(
+    strata: Sequence[np.ndarray], *, n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Percentile CI of the pooled mean of ``strata`` (per-problem values, one array per benchmark).
+
+    One stratum is ``metrics.bootstrap_ci``; several resample problems within each benchmark.
+    """
+    nonempty = [np.asarray(s, dtype=float) for s in strata if np.asarray(s).size]
+    if not nonempty:
+        return math.nan, math.nan
+    if len(nonempty) == 1:
+        return bootstrap_ci(nonempty[0], n_boot=n_boot, seed=seed, alpha=alpha)
+    boot = _stratified_boot_means(strata, n_boot, seed)
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """Paired comparison of a method with the baseline; Δ and its CI in the units of the inputs."""
+
+    delta: float
+    ci_lo: float
+    ci_hi: float
+    p_bootstrap: float
+    p_permutation: float
+    n_units: int
+
+
+def paired_test(
+    diffs: Sequence[np.ndarray], *, n_boot: int = 2000, n_perm: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> PairedResult:
+    """Paired bootstrap and sign-flip permutation test of the mean of per-problem differences.
+
+    ``diffs`` holds one array per stratum (benchmark) of per-problem differences method − baseline, each
+    already averaged over samples and paired seeds. Δ is the pooled mean (weights = problem counts).
+    Bootstrap: percentile CI and two-sided p = 2·min(P*(Δ* ≤ 0), P*(Δ* ≥ 0)) with the +1 correction.
+    Permutation: each problem's difference keeps or flips its sign (labels swapped within the pair);
+    p = (1 + #{|Δ_perm| ≥ |Δ|}) / (1 + n_perm). Identical methods give p = 1 for both.
+    """
+    strata = [np.asarray(d, dtype=float) for d in diffs if np.asarray(d).size]
+    pooled = np.concatenate(strata) if strata else np.zeros(0)
+    n = int(pooled.size)
+    if n == 0:
+        return PairedResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0)
+    delta = float(pooled.mean())
+    boot = _stratified_boot_means(strata, n_boot, seed)
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    tol = 1e-12
+    below = (np.count_nonzero(boot <= tol) + 1) / (n_boot + 1)
+    above = (np.count_nonzero(boot >= -tol) + 1) / (n_boot + 1)
+    p_boot = min(1.0, 2 * min(below, above))
+
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    chunk = max(1, min(n_perm, 2_000_000 // max(n, 1)))
+    done = 0
+    while done < n_perm:
+        m = min(chunk, n_perm - done)
+        signs = rng.integers(0, 2, size=(m, n), dtype=np.int8) * 2 - 1
+        stats = (signs * pooled).mean(axis=1)
+        extreme += int(np.count_nonzero(np.abs(stats) >= abs(delta) - tol))
+        done += m
+    p_perm = (extreme + 1) / (n_perm + 1)
+    return PairedResult(delta, float(lo), float(hi), float(p_boot), float(p_perm), n)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (NaNs pass through)."""
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, math.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="mergesort")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
+        out[i] = running
+    return out.tolist()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Selections shared by tables and plots
+# ----------------------------------------------------------------------------------------------------
+
+
+def final_steps(res: Results) -> dict[tuple[str, int], int]:
+    """(method, seed) -> last evaluated step; that checkpoint is the one in the main table."""
+    out: dict[tuple[str, int], int] = {}
+    for r in res.evals:
+        out[(r.method, r.seed)] = max(out.get((r.method, r.seed), r.step), r.step)
+    return out
+
+
+def _index(res: Results) -> dict[tuple[str, int, int, str], EvalRecord]:
+    return {(r.method, r.seed, r.step, r.benchmark): r for r in res.evals}
+
+
+def _final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
+    """method -> seed -> benchmark -> record at that run's final step."""
+    idx = _index(res)
+    out: dict[str, dict[int, dict[str, EvalRecord]]] = {}
+    for (method, seed), step in sorted(final_steps(res).items()):
+        for bench in res.benchmarks:
+            rec = idx.get((method, seed, step, bench))
+            if rec is None:
+                log.warning("%s seed %d: no %s summary at final step %d", method, seed, bench, step)
+                continue
+            out.setdefault(method, {}).setdefault(seed, {})[bench] = rec
+    return out
+
+
+def problem_counts(res: Results) -> dict[str, int]:
+    """Benchmark -> number of problems (the Avg weights); the most common value if runs disagree."""
+    counts: dict[str, int] = {}
+    for bench in res.benchmarks:
+        values = sorted({r.n_problems for r in res.evals if r.benchmark == bench})
+        if len(values) > 1:
+            log.warning("%s: runs disagree on n_problems %s", bench, values)
+        counts[bench] = max(
+            values, key=lambda v: (sum(r.n_problems == v for r in res.evals if r.benchmark == bench), v)
+        )
+    return counts
+
+
+def seed_step_accuracy(res: Results) -> pd.DataFrame:
+    """One row per (method, seed, step): avg@k % per benchmark and the problem-weighted Avg.
+
+    ``Avg`` is over the main table's benchmarks (``main_benchmarks``), so curves, the learning table and
+    time-to-target all use the main table's Avg.
+    """
+    counts = problem_counts(res)
+    weights = {b: counts[b] for b in main_benchmarks(res.benchmarks)}
+    rows: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for r in res.evals:
+        row = rows.setdefault(
+            (r.method, r.seed, r.step), {"method": r.method, "seed": r.seed, "step": r.step}
+        )
+        row[r.benchmark] = 100.0 * r.avg_at_k
+    for row in rows.values():
+        row[AVG] = weighted_average([row.get(b, math.nan) for b in weights], list(weights.values()))
+    df = pd.DataFrame(list(rows.values()), columns=["method", "seed", "step", *counts, AVG])
+    return df.sort_values(["method", "seed", "step"], kind="mergesort").reset_index(drop=True)
+
+
+def wall_clock_at(metrics: pd.DataFrame, method: str, seed: int, step: int) -> float:
+    """Cumulative seconds at the end of ``step`` (the last logged step ≤ it; 0 before the first)."""
+    if metrics.empty or "wall_clock" not in metrics:
+        return math.nan
+    run = metrics[(metrics["method"] == method) & (metrics["seed"] == seed) & (metrics["step"] <= step)]
+    if run.empty:
+        has_run = bool(((metrics["method"] == method) & (metrics["seed"] == seed)).any())
+        return 0.0 if has_run else math.nan
+    return float(run.sort_values("step", kind="mergesort")["wall_clock"].iloc[-1])
+
+

@@ -1,0 +1,463 @@
+"""The accuracy, significance, learning, wall-clock and code tables."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.report.load import (
+    AVG,
+    EvalRecord,
+    METHOD_LABELS,
+    PHASES,
+    ReportOptions,
+    Results,
+    main_benchmarks,
+    order_benchmarks,
+    sort_methods,
+)
+from evaluation.report.render import Column, Table, _fmt_float
+from evaluation.report.stats import (
+    _final_records,
+    _sd,
+    holm,
+    paired_test,
+    problem_counts,
+    seed_step_accuracy,
+    stratified_bootstrap_ci,
+    wall_clock_at,
+    weighted_average,
+)
+
+log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------------
+
+
+def _label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def _seed_mean_problem_accuracy(by_seed: Mapping[int, EvalRecord], seeds: Sequence[int]) -> pd.Series:
+    """Per-problem accuracy averaged over samples and the given seeds (problems common to all seeds)."""
+    series = [by_seed[s].per_problem() for s in seeds if s in by_seed]
+    if not series:
+        return pd.Series(dtype=float)
+    frame = pd.concat(series, axis=1, join="inner")
+    return frame.mean(axis=1).sort_index()
+
+
+def main_table(res: Results, opts: ReportOptions, footer: str) -> Table:
+    """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``."""
+    benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
+    return accuracy_table(res, opts, footer, "main", benches, with_avg=True)
+
+
+ACCURACY_TITLES: Mapping[str, str] = {
+    "main": "",
+    "ood": "Out-of-domain (multiple choice): ",
+    "gsm8k": "GSM8K: ",
+}
+
+
+def accuracy_table(
+    res: Results, opts: ReportOptions, footer: str, name: str, benches: Sequence[str], *, with_avg: bool
+) -> Table:
+    """DelTA-style table: avg@k % per benchmark, weighted Avg, sd over seeds, bootstrap CI, Δ vs baseline.
+
+    Used for ``main`` (math sets), ``ood`` (multiple-choice sets) and ``gsm8k``; ``with_avg=False`` drops
+    the Avg column (Δ is then on the first benchmark).
+    """
+    benches = list(benches)
+    weights = problem_counts(res)
+    final = _final_records(res)
+    rows = []
+    for method in sort_methods(set(final)):
+        by_seed = final[method]
+        seeds = sorted(by_seed)
+        row: dict[str, Any] = {"method": method}
+        per_seed_avg = []
+        strata = []
+        for seed in seeds:
+            per_seed_avg.append(
+                weighted_average(
+                    [100 * by_seed[seed][b].avg_at_k if b in by_seed[seed] else math.nan for b in benches],
+                    [weights[b] for b in benches],
+                )
+            )
+        for bench in benches:
+            recs = {s: by_seed[s][bench] for s in seeds if bench in by_seed[s]}
+            accs = [100 * r.avg_at_k for r in recs.values()]
+            row[bench] = float(np.mean(accs)) if accs else math.nan
+            row[f"{bench}_sd"] = _sd(accs)
+            problems = _seed_mean_problem_accuracy(recs, sorted(recs)).to_numpy() * 100
+            strata.append(problems)
+            row[f"{bench}_ci_lo"], row[f"{bench}_ci_hi"] = stratified_bootstrap_ci(
+                [problems], n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
+            )
+        row[AVG] = float(np.mean(per_seed_avg)) if per_seed_avg else math.nan
+        row[f"{AVG}_sd"] = _sd(per_seed_avg)
+        row[f"{AVG}_ci_lo"], row[f"{AVG}_ci_hi"] = stratified_bootstrap_ci(
+            strata, n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
+        )
+        row["n"] = int(sum(weights[b] for b in benches))
+        ks = sorted({r.k for recs in by_seed.values() for r in recs.values()})
+        row["k"] = ks[0] if len(ks) == 1 else "/".join(map(str, ks))
+        row["seeds"] = len(seeds)
+        rows.append(row)
+    scopes = [*benches, AVG] if with_avg else benches
+    data = pd.DataFrame(rows)
+    if data.empty:
+        data = pd.DataFrame(columns=["method", *scopes, *[f"{b}_sd" for b in scopes], "n", "k", "seeds"])
+        for bench in scopes:
+            data[[f"{bench}_ci_lo", f"{bench}_ci_hi"]] = math.nan
+    base = data[data["method"] == opts.baseline]
+    if base.empty:
+        log.warning("baseline %r has no final evaluation; Δ columns are empty", opts.baseline)
+    for bench in scopes:
+        data[f"{bench}_delta"] = data[bench] - (float(base[bench].iloc[0]) if not base.empty else math.nan)
+    data.loc[data["method"] == opts.baseline, [f"{b}_delta" for b in scopes]] = math.nan
+    order = ["method"]
+    for bench in scopes:
+        order += [bench, f"{bench}_sd", f"{bench}_ci_lo", f"{bench}_ci_hi", f"{bench}_delta"]
+    data = data[order + ["n", "k", "seeds"]]
+    data.insert(1, "label", [_label(m) for m in data["method"]])
+
+    cols = [Column("Method", "label", kind="str", align="l")]
+    for bench in scopes:
+        ci = (f"{bench}_ci_lo", f"{bench}_ci_hi") if opts.show_ci else (None, None)
+        cols.append(Column(bench, bench, sd=f"{bench}_sd", lo=ci[0], hi=ci[1], bold="max"))
+    delta_scope = AVG if with_avg else benches[0]
+    cols += [
+        Column(f"Δ {delta_scope} vs {_label(opts.baseline)}", f"{delta_scope}_delta", kind="signed"),
+        Column("n", "n", kind="int"),
+        Column("k", "k", kind="str"),
+        Column("seeds", "seeds", kind="int"),
+    ]
+    avg_text = f"; {AVG} weighted by problem count" if with_avg else ""
+    protocols = "" if name != "ood" else mcq_protocols(res, benches)
+    caption = (
+        f"{ACCURACY_TITLES.get(name, '')}{protocols}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
+        f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; best per column in bold"
+    )
+    return Table(name, caption, data.reset_index(drop=True), tuple(cols), footer)
+
+
+def mcq_protocols(res: Results, benches: Sequence[str]) -> str:
+    """``"cloze (acc_norm) · "``-style text naming how the multiple-choice sets were scored (from templates)."""
+    names = {"cloze": "cloze (option text, acc_norm)", "letters": "lettered options (acc)"}
+    found = sorted({r.template for r in res.evals if r.benchmark in benches and r.template})
+    labels = [next((v for k, v in names.items() if f"_{k}_" in t), t) for t in found]
+    return f"{' / '.join(labels)}; " if labels else ""
+
+
+def _parse_claims(claims: Sequence[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
+    return {(method, scope): gain for method, scope, gain in claims}
+
+
+def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
+    """Paired bootstrap / permutation tests of each method vs the baseline, per benchmark and Avg."""
+    benches = order_benchmarks(res.benchmarks, opts.benchmarks)
+    final = _final_records(res)
+    claims = _parse_claims(opts.claims)
+    rows: list[dict[str, Any]] = []
+    base = final.get(opts.baseline)
+    if base is None:
+        log.warning("baseline %r has no final evaluation; significance table is empty", opts.baseline)
+    for method in sort_methods(set(final)):
+        if method == opts.baseline or base is None:
+            continue
+        seeds = sorted(set(final[method]) & set(base))
+        dropped = sorted(set(final[method]) ^ set(base))
+        if dropped:
+            log.warning("%s vs %s: seeds %s are not in both and are left out", method, opts.baseline, dropped)
+        diffs: dict[str, np.ndarray] = {}
+        ks: set[int] = set()
+        for bench in benches:
+            m_recs = {s: final[method][s][bench] for s in seeds if bench in final[method][s]}
+            b_recs = {s: base[s][bench] for s in seeds if bench in base[s]}
+            common = sorted(set(m_recs) & set(b_recs))
+            if not common:
+                continue
+            ks |= {m_recs[s].k for s in common} | {b_recs[s].k for s in common}
+            per_seed = [m_recs[s].per_problem() - b_recs[s].per_problem() for s in common]
+            frame = pd.concat(per_seed, axis=1, join="outer")
+            if frame.isna().any().any():
+                log.warning(
+                    "%s vs %s on %s: problem ids differ; only common problems are paired",
+                    method,
+                    opts.baseline,
+                    bench,
+                )
+            diffs[bench] = (frame.dropna().mean(axis=1).sort_index() * 100).to_numpy()
+        for scope in [*benches, AVG]:
+            if scope == AVG:
+                strata = [diffs[b] for b in main_benchmarks(benches) if b in diffs]
+            else:
+                strata = [diffs[scope]] if scope in diffs else []
+            result = paired_test(
+                strata, n_boot=opts.n_boot, n_perm=opts.n_perm, seed=opts.seed, alpha=opts.alpha
+            )
+            claim = claims.get((method, scope), math.nan)
+            inside = ""
+            if not (math.isnan(claim) or math.isnan(result.ci_lo)):
+                inside = "yes" if result.ci_lo <= claim <= result.ci_hi else "no"
+            rows.append(
+                {
+                    "method": method,
+                    "label": _label(method),
+                    "baseline": opts.baseline,
+                    "scope": scope,
+                    "problems": result.n_units,
+                    "seeds": len(seeds),
+                    "k": "/".join(map(str, sorted(ks))),
+                    "delta": result.delta,
+                    "delta_ci_lo": result.ci_lo,
+                    "delta_ci_hi": result.ci_hi,
+                    "p_bootstrap": result.p_bootstrap,
+                    "p_permutation": result.p_permutation,
+                    "claimed_gain": claim,
+                    "claim_inside_ci": inside,
+                }
+            )
+    columns = [
+        "method", "label", "baseline", "scope", "problems", "seeds", "k", "delta", "delta_ci_lo", "delta_ci_hi",
+        "p_bootstrap", "p_permutation", "p_holm", "claimed_gain", "claim_inside_ci",
+    ]  # fmt: skip
+    data = pd.DataFrame(rows, columns=[c for c in columns if c != "p_holm"])
+    data["p_holm"] = math.nan
+    for scope in data["scope"].unique():
+        mask = data["scope"] == scope
+        data.loc[mask, "p_holm"] = holm(data.loc[mask, "p_permutation"].tolist())
+    data = data[columns].reset_index(drop=True)
+    cols = (
+        Column("Method", "label", kind="str", align="l"),
+        Column("Scope", "scope", kind="str", align="l"),
+        Column("Δ (pp)", "delta", kind="signed", lo="delta_ci_lo", hi="delta_ci_hi"),
+        Column("p (bootstrap)", "p_bootstrap", kind="pvalue"),
+        Column("p (permutation)", "p_permutation", kind="pvalue"),
+        Column("p (Holm)", "p_holm", kind="pvalue"),
+        Column("problems", "problems", kind="int"),
+        Column("seeds", "seeds", kind="int"),
+        Column("claimed Δ", "claimed_gain", kind="signed"),
+        Column("claim in CI?", "claim_inside_ci", kind="str", align="l"),
+    )
+    caption = (
+        f"Paired tests vs {_label(opts.baseline)} ({AVG} = main-table benchmarks): per-problem accuracy "
+        f"difference (samples averaged, seeds "
+        f"paired by id); Δ with {100 * (1 - opts.alpha):.0f}% paired-bootstrap CI ({opts.n_boot} resamples, "
+        f"stratified by benchmark), sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
+    )
+    return Table("significance", caption, data, cols, footer)
+
+
+def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
+    """Eval avg@k per method and step (mean ± sd over seeds), with training accuracy and wall-clock."""
+    benches = order_benchmarks(res.benchmarks, opts.benchmarks)
+    acc = seed_step_accuracy(res)
+    metrics = res.metrics
+    rows = []
+    for method in sort_methods(set(acc["method"])):
+        for step in sorted(acc.loc[acc["method"] == method, "step"].unique()):
+            sub = acc[(acc["method"] == method) & (acc["step"] == step)]
+            row: dict[str, Any] = {
+                "method": method,
+                "label": _label(method),
+                "step": int(step),
+                "seeds": len(sub),
+            }
+            for col in [*benches, AVG]:
+                values = sub[col].dropna().tolist()
+                row[col] = float(np.mean(values)) if values else math.nan
+                row[f"{col}_sd"] = _sd(values)
+            train = []
+            if not metrics.empty and "accuracy" in metrics:
+                hit = metrics[(metrics["method"] == method) & (metrics["step"] == step)]
+                train = (100 * hit["accuracy"].dropna()).tolist()
+            row["train_accuracy"] = float(np.mean(train)) if train else math.nan
+            row["train_accuracy_sd"] = _sd(train)
+            clocks = [wall_clock_at(metrics, method, int(s), int(step)) for s in sub["seed"]]
+            clocks = [c for c in clocks if not math.isnan(c)]
+            row["time_wall_clock_s"] = float(np.mean(clocks)) if clocks else math.nan
+            rows.append(row)
+    data = pd.DataFrame(rows)
+    cols = [Column("Method", "label", kind="str", align="l"), Column("step", "step", kind="int")]
+    cols += [Column(c, c, sd=f"{c}_sd") for c in [*benches, AVG]]
+    cols += [
+        Column("train acc", "train_accuracy", sd="train_accuracy_sd"),
+        Column("wall-clock (s)", "time_wall_clock_s", digits=0),
+        Column("seeds", "seeds", kind="int"),
+    ]
+    caption = (
+        f"Learning curve: avg@k (%) per evaluated step, mean ± sd over seeds ({AVG} over the main-table "
+        "benchmarks); training accuracy (%) at that step"
+    )
+    return Table("learning", caption, data, tuple(cols), footer)
+
+
+def _seed_mean(run: pd.DataFrame, col: str) -> float:
+    """Mean per step of ``col`` within each seed, then the mean over seeds (NaN when never logged)."""
+    if col not in run or not run[col].notna().any():
+        return math.nan
+    return float(run.groupby("seed")[col].mean().mean())
+
+
+def _throughput(run: pd.DataFrame, tokens: str, seconds: str) -> float:
+    """Σ tokens / Σ seconds within each seed (a ratio of sums, not a mean of ratios), mean over seeds."""
+    if tokens not in run or seconds not in run:
+        return math.nan
+    sums = run.groupby("seed")[[tokens, seconds]].sum()
+    sums = sums[sums[seconds] > 0]
+    return float((sums[tokens] / sums[seconds]).mean()) if not sums.empty else math.nan
+
+
+WALLCLOCK_NOTE = (
+    "Phase times are means per RL step over every logged step (per seed, then averaged over seeds): the "
+    "checkpoint phase runs only every N steps, so its median is 0 and medians would not add up to the step "
+    "time. gen tok/s = generated tokens / rollout seconds; train tok/s = trained (loss) tokens / update "
+    "seconds (sums over the run); peak RSS = max over steps and seeds."
+)
+
+
+def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Table, footer: str) -> Table:
+    """Mean step time per phase, overhead, throughput, memory, time to the baseline's final Avg."""
+    metrics = res.metrics
+    phases = [p for p in PHASES if f"time_{p}" in metrics] + [
+        c[5:] for c in sorted(metrics.columns) if c.startswith("time_") and c[5:] not in (*PHASES, "total")
+    ]
+    base_row = main.data[main.data["method"] == opts.baseline]
+    target = float(base_row[AVG].iloc[0]) if not base_row.empty else math.nan
+    rows = []
+    for method in sort_methods(set(metrics["method"])) if not metrics.empty else []:
+        run = metrics[metrics["method"] == method]
+        row: dict[str, Any] = {"method": method, "label": _label(method), "seeds": int(run["seed"].nunique())}
+        row["steps"] = int(run.groupby("seed")["step"].max().median())
+        for phase in [*phases, "total"]:
+            row[f"time_{phase}_s"] = _seed_mean(run, f"time_{phase}")
+        if {"tokens_generated", "time_rollout"} <= set(run):
+            row["time_gen_tok_per_s"] = _throughput(run, "tokens_generated", "time_rollout")
+        if {"tokens_trained", "time_update"} <= set(run):
+            row["time_train_tok_per_s"] = _throughput(run, "tokens_trained", "time_update")
+        row["mem_peak_rss_mb"] = float(run["peak_rss_mb"].max()) if "peak_rss_mb" in run else math.nan
+        row["target_avg"] = target
+        curve = learning.data[learning.data["method"] == method].sort_values("step")
+        hit = curve[curve[AVG] >= target - 1e-9] if not math.isnan(target) else curve.iloc[0:0]
+        if hit.empty:
+            row["steps_to_target"] = "not reached"
+            row["time_to_target_s"] = "not reached"
+        else:
+            step = int(hit["step"].iloc[0])
+            row["steps_to_target"] = step
+            clocks = [wall_clock_at(metrics, method, int(s), step) for s in sorted(run["seed"].unique())]
+            clocks = [c for c in clocks if not math.isnan(c)]
+            row["time_to_target_s"] = float(np.mean(clocks)) if clocks else math.nan
+        rows.append(row)
+    data = pd.DataFrame(rows)
+    if data.empty:
+        data = pd.DataFrame(columns=["method", "label", "seeds", "steps", "time_total_s"])
+    base = data[data["method"] == opts.baseline]
+    if not base.empty and "time_total_s" in data:
+        data["time_overhead_pct"] = 100 * (data["time_total_s"] / float(base["time_total_s"].iloc[0]) - 1)
+        data.loc[data["method"] == opts.baseline, "time_overhead_pct"] = math.nan
+    else:
+        data["time_overhead_pct"] = math.nan
+    order = [
+        "method",
+        "label",
+        "seeds",
+        "steps",
+        *[f"time_{p}_s" for p in [*phases, "total"]],
+        "time_overhead_pct",
+    ]
+    order += [c for c in ("time_gen_tok_per_s", "time_train_tok_per_s", "mem_peak_rss_mb") if c in data]
+    order += [c for c in ("target_avg", "steps_to_target", "time_to_target_s") if c in data]
+    data = data[order].reset_index(drop=True)
+    cols = [Column("Method", "label", kind="str", align="l")]
+    cols += [Column(p, f"time_{p}_s", digits=3) for p in phases]
+    cols += [
+        Column("step (s)", "time_total_s", digits=3, bold="min"),
+        Column(f"overhead vs {_label(opts.baseline)} (%)", "time_overhead_pct", kind="signed", digits=1),
+    ]
+    if "time_gen_tok_per_s" in data:
+        cols.append(Column("gen tok/s", "time_gen_tok_per_s", digits=0, bold="max"))
+    if "time_train_tok_per_s" in data:
+        cols.append(Column("train tok/s", "time_train_tok_per_s", digits=0, bold="max"))
+    if "mem_peak_rss_mb" in data:
+        cols.append(Column("peak RSS (MB)", "mem_peak_rss_mb", digits=0))
+    cols += [
+        Column(f"steps to {_label(opts.baseline)} final", "steps_to_target", kind="str"),
+        Column("seconds to it", "time_to_target_s", digits=0),
+        Column("steps", "steps", kind="int"),
+        Column("seeds", "seeds", kind="int"),
+    ]
+    caption = (
+        f"Wall-clock: mean seconds per step by phase, overhead vs {_label(opts.baseline)}, throughput, "
+        f"peak RSS, and first evaluated step (and mean seconds) at which the seed-mean {AVG} reaches "
+        f"{_label(opts.baseline)}'s final {AVG} ({_fmt_float(target, 2) if not math.isnan(target) else '?'}%)"
+    )
+    return Table("wallclock", caption, data, tuple(cols), footer, note=WALLCLOCK_NOTE)
+
+
+def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence[str]) -> Table:
+    """CF-paper code table: base and plus pass@1 (%) per code benchmark (MBPP+, HumanEval+), Δ plus.
+
+    ``plus`` is the summary's ``plus_pass_at_1`` (avg@k when absent: every sample runs the plus tests);
+    ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it).
+    """
+    final = _final_records(res)
+    rows = []
+    for method in sort_methods(set(final)):
+        by_seed = final[method]
+        row: dict[str, Any] = {"method": method, "label": _label(method)}
+        ks: set[int] = set()
+        for bench in benches:
+            recs = [by_seed[s][bench] for s in sorted(by_seed) if bench in by_seed[s]]
+            ks |= {r.k for r in recs}
+            base = [100 * r.extra["base_pass_at_1"] for r in recs if "base_pass_at_1" in r.extra]
+            plus = [100 * r.extra.get("plus_pass_at_1", r.avg_at_k) for r in recs]
+            for part, values in (("base", base), ("plus", plus)):
+                row[f"{bench}_{part}"] = float(np.mean(values)) if values else math.nan
+                row[f"{bench}_{part}_sd"] = _sd(values)
+        row["k"] = "/".join(map(str, sorted(ks)))
+        row["seeds"] = len(by_seed)
+        rows.append(row)
+    data = pd.DataFrame(rows)
+    base_row = data[data["method"] == opts.baseline]
+    for bench in benches:
+        ref = float(base_row[f"{bench}_plus"].iloc[0]) if not base_row.empty else math.nan
+        data[f"{bench}_plus_delta"] = data[f"{bench}_plus"] - ref
+        data.loc[data["method"] == opts.baseline, f"{bench}_plus_delta"] = math.nan
+    order = ["method", "label"]
+    for bench in benches:
+        order += [
+            f"{bench}_base",
+            f"{bench}_base_sd",
+            f"{bench}_plus",
+            f"{bench}_plus_sd",
+            f"{bench}_plus_delta",
+        ]
+    data = data[[*order, "k", "seeds"]].reset_index(drop=True)
+    cols = [Column("Method", "label", kind="str", align="l")]
+    for bench in benches:
+        cols += [
+            Column(f"{bench} base", f"{bench}_base", sd=f"{bench}_base_sd", bold="max"),
+            Column(f"{bench} plus", f"{bench}_plus", sd=f"{bench}_plus_sd", bold="max"),
+            Column(f"{bench} Δ plus", f"{bench}_plus_delta", kind="signed"),
+        ]
+    cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int")]
+    caption = (
+        "Code: pass@1 (%) on the base and the plus (EvalPlus) tests at the final checkpoint, mean ± sd over "
+        f"seeds, Δ plus vs {_label(opts.baseline)}; best per column in bold"
+    )
+    note = "plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported."
+    return Table("code", caption, data, tuple(cols), footer, note=note)
+
+

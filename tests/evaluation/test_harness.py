@@ -1,0 +1,32 @@
+"""``creditbench eval``'s subsets and warnings (evaluation.harness)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from evaluation import harness
+from evaluation.benchmarks import Problem, load_benchmark
+
+
+def test_subset_of_a_subject_sorted_file_covers_every_subject_in_proportion():
+    problems = load_benchmark("mmlu_stem")
+    subjects = Counter(p.meta["subject"] for p in problems)
+    chosen = harness.subset(problems, 100, seed=0)
+    got = Counter(p.meta["subject"] for p in chosen)
+    assert len(chosen) == 100 and set(got) == set(subjects)  # the first 100 rows are one subject
+    assert all(abs(got[s] - 100 * n / len(problems)) < 1 for s, n in subjects.items())
+    index = {p.id: i for i, p in enumerate(problems)}
+    assert [index[p.id] for p in chosen] == sorted(index[p.id] for p in chosen)  # file order
+    assert chosen == harness.subset(problems, 100, seed=0) != harness.subset(problems, 100, seed=1)
+
+
+def test_subset_without_subjects_is_seeded_not_the_first_rows():
+    problems = [Problem(id=str(i), question="q", answer="1") for i in range(50)]
+    chosen = [int(p.id) for p in harness.subset(problems, 5, seed=3)]
+    assert chosen == sorted(chosen) and chosen != [0, 1, 2, 3, 4]
+    assert harness.subset(problems, None, seed=3) == problems == harness.subset(problems, 80, seed=3)
+
+
+def test_one_letter_taking_the_predictions_is_warned():
+    assert "option A is predicted for 199 of 200" in harness.letter_warning("arc", ["A"] * 199 + ["B"])
+    assert harness.letter_warning("arc", ["A", "B", "C", "D"] * 50) is None

@@ -1,0 +1,80 @@
+"""The ``creditbench`` command: the console script resolves, every subcommand's help fits a screen, and
+``creditbench eval`` on the tiny model writes a results JSON and per-sample files."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from evaluation.benchmarks import BENCHMARKS
+from training import cli
+
+REPO = Path(__file__).resolve().parents[2]
+SCREEN_LINES = 40
+
+
+def creditbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The console script's entry point in a fresh interpreter (``python -m training.cli`` runs ``main``)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_WAIT_POLICY": "PASSIVE"}
+    return subprocess.run([sys.executable, "-m", "training.cli", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_console_script_points_at_main():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, attr = scripts["creditbench"].partition(":")
+    assert getattr(importlib.import_module(module), attr) is cli.main
+
+
+def test_help_lists_every_command_and_each_help_fits_a_screen():
+    top = creditbench("--help")
+    assert top.returncode == 0 and all(f"  {name} " in top.stdout for name in cli.COMMANDS)
+    for name in cli.COMMANDS:
+        if name == "run":
+            continue  # snakemake's own help
+        res = creditbench(name, "--help")
+        assert res.returncode == 0, (name, res.stderr[-2000:])
+        assert 0 < len(res.stdout.splitlines()) <= SCREEN_LINES, name
+    assert creditbench("nonsense").returncode == 2
+
+
+def test_benchmarks_list_names_every_registered_set():
+    res = creditbench("benchmarks", "list")
+    assert res.returncode == 0
+    assert [line.split()[0] for line in res.stdout.splitlines()] == list(BENCHMARKS)
+
+
+def test_eval_writes_results_and_samples_of_the_tiny_model(tiny_env, tmp_path):
+    pytest.importorskip("lm_eval")
+    out = tmp_path / "eval"
+    res = creditbench("eval", "--model", str(tiny_env["model"]), "--sets", "gsm8k,arc_challenge", "--limit", "5",
+                      "--max-new-tokens", "16", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["results"]) == {"gsm8k", "arc_challenge"}
+    assert results["grader_version"] and results["versions"]["transformers"] and results["git"]["commit"]
+    assert results["config"]["limit"] == 5 and results["config"]["mcq_protocol"] == "cloze"
+    for name in ("gsm8k", "arc_challenge"):
+        assert results["data"][name]["sha256"] == BENCHMARKS[name].sha256
+        assert results["data"][name]["n_total"] == BENCHMARKS[name].count
+        records = [json.loads(x) for x in (out / f"samples_{name}.jsonl").read_text().splitlines()]
+        assert [r["problem_id"] for r in records] == results["data"][name]["problem_ids"]
+        assert len(records) == 5 and all("extracted" in r and "correct" in r for r in records)
+    gsm, arc = results["results"]["gsm8k"]["metrics"], results["results"]["arc_challenge"]["metrics"]
+    lo, hi = gsm["avg_at_k_ci95"]
+    assert lo <= gsm["avg_at_k"] <= hi
+    assert results["results"]["arc_challenge"]["protocol"] == "cloze" and "acc_norm" in arc
+    assert arc["acc"] == results["results"]["arc_challenge"]["lm_eval_acc"]
+    assert "arc_challenge" in res.stdout and "acc_norm" in res.stdout
+
+
+def test_eval_refuses_unknown_sets(tmp_path):
+    res = creditbench("eval", "--model", str(tmp_path), "--sets", "gsm8k,nope")
+    assert res.returncode == 2 and "unknown sets ['nope']" in res.stderr
