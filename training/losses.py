@@ -86,13 +86,18 @@ def ppo_clip_surrogate(
     return loss
 
 
-def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+def kl_k3(logp: Tensor, ref_logp: Tensor, *, clamp: float | None) -> Tensor:
     """k3 estimator of KL[pi || pi_ref] per token: exp(ref - logp) - (ref - logp) - 1 (DeepSeekMath eq. 4).
 
-    Clamped to [-10, 10] like verl's ``low_var_kl``. [B, R] -> [B, R].
+    ``clamp=None``: unclamped, as DeepSeekMath, TRL ``GRPOTrainer`` and aligntune. ``clamp=c``: verl's
+    ``low_var_kl`` (ref - logp clamped to [-20, 20], the k3 value to [-c, c]; verl c = 10), whose
+    gradient is zero once the value passes c (ref - logp > ~2.6 at c = 10). [B, R] -> [B, R].
     """
-    delta = torch.clamp(ref_logp - logp, -20.0, 20.0)
-    return torch.clamp(torch.exp(delta) - delta - 1.0, -10.0, 10.0)
+    delta = ref_logp - logp
+    if clamp is None:
+        return torch.exp(delta) - delta - 1.0
+    delta = torch.clamp(delta, -20.0, 20.0)
+    return torch.clamp(torch.exp(delta) - delta - 1.0, -clamp, clamp)
 
 
 def per_token_loss(
@@ -106,6 +111,7 @@ def per_token_loss(
     dual_clip_c: float | None,
     kl_beta: float,
     weights_on_kl: bool,
+    kl_clamp: float | None,
     ref_logp: Tensor | None = None,
     is_ratio: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
@@ -114,13 +120,13 @@ def per_token_loss(
     ``weights_on_kl`` says whether ``w`` multiplies the whole per-token loss (CF's ``per_token_loss * w``)
     or the policy-gradient term only (DelTA's ``weighted_adv = lambda * A``):
     ``w * (pg + beta * kl)`` or ``w * pg + beta * kl``. advantages [B] or [B, R]; ``kl`` is zero without
-    ``ref_logp``; ``is_ratio`` (TRL's vLLM importance-sampling correction, [B, R] or [B, 1]) multiplies pg.
+    ``ref_logp`` (``kl_clamp``: see :func:`kl_k3`); ``is_ratio`` (TRL's vLLM importance-sampling correction, [B, R] or [B, 1]) multiplies pg.
     """
     adv_t = advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages.expand_as(logp)
     pg = ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c)
     if is_ratio is not None:
         pg = pg * is_ratio
-    kl = kl_k3(logp, ref_logp) if ref_logp is not None else torch.zeros_like(pg)
+    kl = kl_k3(logp, ref_logp, clamp=kl_clamp) if ref_logp is not None else torch.zeros_like(pg)
     per_token = weights * (pg + kl_beta * kl) if weights_on_kl else weights * pg + kl_beta * kl
     return per_token, kl
 
@@ -154,6 +160,64 @@ def aggregate(
             raise ValueError("seq_mean_token_sum_norm needs max_len (the max response length)")
         return (loss * mask).sum() / (max_len * max(num_seqs, 1.0))
     raise ValueError(f"unknown aggregation mode {mode!r}; valid: {AGGREGATION_MODES}")
+
+
+TokenMeanNormaliser = Literal["mini_batch", "micro_batch", "step_mean"]
+TOKEN_MEAN_NORMALISERS: tuple[str, ...] = ("mini_batch", "micro_batch", "step_mean")
+
+
+def token_mean_normaliser(
+    mode: TokenMeanNormaliser,
+    *,
+    batch_tokens: float,
+    mini_batch_tokens: float,
+    micro_batch_tokens: float,
+    mini_batches: int,
+    micro_batches: int,
+) -> float:
+    """``num_tokens`` of :func:`aggregate` (``token_mean``) for one micro-batch of one mini-batch.
+
+    - ``mini_batch``: the mini-batch's exact valid-token count; micro-batching never changes the loss
+      (creditbench's native default: the unbiased token mean of each optimizer step).
+    - ``micro_batch``: the micro-batch's own count x the number of micro-batches: verl's (and
+      verl-DelTA's ``update_policy``) per-micro-batch ``masked_mean`` / gradient-accumulation steps; the
+      result depends on how rows fall into micro-batches.
+    - ``step_mean``: the rollout batch's tokens / mini_batches, TRL 1.16 ``_compute_loss`` for
+      ``loss_type="dapo"`` (``num_items_in_batch`` x grad_accum / steps_per_generation): every optimizer
+      step is divided by the mean tokens per step, not by its own count.
+
+    All three agree when there is one mini-batch of one micro-batch.
+    """
+    if mode == "mini_batch":
+        return mini_batch_tokens
+    if mode == "micro_batch":
+        return micro_batch_tokens * micro_batches
+    if mode == "step_mean":
+        return batch_tokens / max(mini_batches, 1)
+    raise ValueError(f"unknown token-mean normaliser {mode!r}; valid: {TOKEN_MEAN_NORMALISERS}")
+
+
+def w_reinforce_advantages(
+    scores: Tensor, group_ids: Tensor, *, scale_by_std: bool, positive_weight: float
+) -> Tensor:
+    """W-REINFORCE (Zhu et al. 2025, arXiv 2506.01347 "The Surprising Effectiveness of Negative
+    Reinforcement"; ``TianHongZXY/RLVR-Decomposed`` ``compute_psr_nsr_outcome_advantage``, "weighted"):
+
+        A_i = lambda * r_i  if r_i = 1 (correct),   r_i - 1  if r_i in {0, -1} (incorrect),   r_i otherwise
+
+    i.e. +lambda on correct and -1 on incorrect responses with a 0/1 reward: REINFORCE with no baseline,
+    positive samples down-weighted by lambda (0.1 in the paper). ``group_ids`` and ``scale_by_std`` are
+    unused (no group baseline); they keep the signature of :func:`group_advantages`.
+    scores: [B] -> [B].
+    """
+    del group_ids, scale_by_std
+    scores = scores.float()
+    correct, incorrect = scores == 1, (scores == 0) | (scores == -1)
+    return torch.where(correct, positive_weight * scores, torch.where(incorrect, scores - 1.0, scores))
+
+
+OUTCOME_ADVANTAGES = {"group": group_advantages, "w_reinforce": w_reinforce_advantages}
+"""Sequence advantages by name: ``fn(rewards [B], group_ids [B], *, scale_by_std, **knobs) -> [B]``."""
 
 
 def entropy_from_logits(logits: Tensor) -> Tensor:

@@ -1,7 +1,8 @@
 """Named algorithm presets: each is a composition of the pure stages in ``training.losses`` and
 ``training.credit``. The loop reads a preset; it never branches on an algorithm name.
 
-Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only).
+Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only), ``w_reinforce``
+(``outcome_advantage``, no baseline) and the token-level ``otb`` / ``ktae`` (``token_advantage``).
 
 | preset            | token weights (knobs)                   | clip, dual c | aggregation  | KL k3 | w*KL |
 |-------------------|-----------------------------------------|--------------|--------------|-------|------|
@@ -19,6 +20,9 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 | cf_random         | cf, mode=random                         | = dapo       | token_mean   | 0     | yes  |
 | cf_paper          | cf (as cf) on dapo_cf_paper             | .2/.2        | token_mean   | 0.005 | yes  |
 | forking_tokens    | forking_tokens top_quantile=.2          | = dapo       | token_mean   | 0     | no   |
+| otb               | uniform; A_t = r - B_t (OTB baseline)    | = dapo       | token_mean   | 0     | -    |
+| ktae              | uniform; A_t = z_i + kt(y_t) (KTAE)      | = dapo       | token_mean   | 0     | -    |
+| w_reinforce       | uniform; A = +.1 correct / -1 wrong      | = dapo       | token_mean   | 0     | -    |
 
 (seq_mean_tm = seq_mean_token_mean, seq_sum_norm = seq_mean_token_sum_norm; "w*KL": the token weight
 multiplies pg + beta KL instead of pg only.) Paper §, code and tests per row: ``training/ALGORITHMS.md``.
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from training.losses import AggregationMode
+from training.losses import AggregationMode, TokenMeanNormaliser
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,21 @@ class Preset:
     aggregation: AggregationMode
     kl_beta: float
     """Coefficient of the k3 KL penalty to the reference (SFT) policy; 0 disables it."""
+    kl_clamp: float | None = None
+    """None: unclamped k3 (DeepSeekMath, TRL, aligntune); 10.0: verl ``low_var_kl`` (``losses.kl_k3``)."""
+    token_mean_normaliser: TokenMeanNormaliser = "mini_batch"
+    """``token_mean``'s count: each mini-batch's own ("mini_batch"), verl / verl-DelTA per-micro-batch mean
+    ("micro_batch"), or TRL's generation-batch tokens / mini-batches ("step_mean"); ``losses.token_mean_normaliser``."""
+    outcome_advantage: str = "group"
+    """Sequence advantage in ``losses.OUTCOME_ADVANTAGES`` ("group": GRPO z-score / Dr.GRPO; "w_reinforce")."""
+    outcome_knobs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the outcome-advantage function (e.g. W-REINFORCE's ``positive_weight``)."""
+    token_advantage: str | None = None
+    """Token-level advantage in ``training.credit.TOKEN_ADVANTAGES`` that replaces A_i in the loss (OTB, KTAE)."""
+    advantage_knobs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the token-advantage function."""
+    needs_sum_pi_sq: bool = False
+    """The old-log-prob forward also returns sum_v pi_v^2 per response position (OTB's path-variance proxy)."""
     weights_on_kl: bool = False
     """If True the token weight multiplies the whole per-token loss (pg + beta*KL), as CF's TRL code."""
     overlong_shaping: bool = False
@@ -72,18 +91,26 @@ class Preset:
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
 
+    def loss_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``losses.per_token_loss`` for this preset (one place for the loop and TRL)."""
+        return {"eps_low": self.eps_low, "eps_high": self.eps_high, "dual_clip_c": self.dual_clip_c,
+                "kl_beta": self.kl_beta, "weights_on_kl": self.weights_on_kl, "kl_clamp": self.kl_clamp}
+
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Preset":
         """Return a copy with fields (and ``knobs.<k>``) replaced; unknown fields raise, naming them."""
         fields = {f for f in self.__dataclass_fields__}
         top, knobs = {}, dict(self.knobs)
+        nested = {"advantage_knobs": dict(self.advantage_knobs), "outcome_knobs": dict(self.outcome_knobs)}
         for key, value in overrides.items():
             if key == "knobs":
                 knobs.update(value)
+            elif key in nested:
+                nested[key].update(value)
             elif key in fields and key != "name":
                 top[key] = value
             else:
                 raise KeyError(f"preset {self.name!r}: unknown override {key!r}; valid: {sorted(fields)}")
-        return replace(self, knobs=knobs, **top)
+        return replace(self, knobs=knobs, **nested, **top)
 
 
 _GRPO = Preset(
@@ -100,6 +127,10 @@ _DELTA_KNOBS = {"K": 1, "lambda_min": 0.8, "lambda_max": 1.2, "stats": "local"} 
 _CF_KNOBS = {  # aligntune configs/qwen25_3b_gsm8k_*.yaml
     "boost": 4.0, "min_weight": 0.5, "answer_weight": 1.5, "max_spans": 10, "conserve": False,
     "mode": "counterfactual",
+    # reference behaviours behind switches (training/ALGORITHMS.md, CF departures 12-15): our defaults
+    "span_stop": "marker", "fallback": "batched", "cap_reasoning_end": False, "span_drop": "per_token",
+    # exact speed-up: A_i = 0 rows run no counterfactual forward (needs kl_beta = 0 or weights off the KL)
+    "skip_zero_advantage": True,
 }
 
 # TRL loss_type="dapo" as aligntune runs it: symmetric eps 0.2 (no clip-higher), KL beta 0.005 (k3),
@@ -129,10 +160,21 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "cf_conserve": replace(_CF, name="cf_conserve", knobs={**_CF_KNOBS, "conserve": True}),
     "cf_inverted": replace(_CF, name="cf_inverted", knobs={**_CF_KNOBS, "mode": "inverted"}),
     "cf_random": replace(_CF, name="cf_random", needs_kv=False, knobs={**_CF_KNOBS, "mode": "random"}),
+    # beta = 0.005 and w on pg + beta KL: an A_i = 0 row's weight scales its KL term, so no skipping
     "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs_kv=True,
-                        knobs=dict(_CF_KNOBS)),
+                        knobs={**_CF_KNOBS, "skip_zero_advantage": False}),
     "forking_tokens": replace(_DAPO, name="forking_tokens", token_weights="forking_tokens",
                               knobs={"top_quantile": 0.2}),  # arXiv 2506.01939: top 20 %
+    # Optimal token baseline, arXiv 2602.07078; verl compute_optimal_token_baseline_advantage defaults
+    "otb": replace(_DAPO, name="otb", token_advantage="otb", needs_sum_pi_sq=True,
+                   advantage_knobs={"handle_zero_tail": True, "eps": 1e-8}),
+    # KTAE (xiaolizh1/KTAE core_algos: ComputeKeyTokens(alpha=1, beta_ig=1, gamma_tf=1, top=1))
+    "ktae": replace(_DAPO, name="ktae", token_advantage="ktae",
+                    advantage_knobs={"alpha": 1.0, "beta_ig": 1.0, "gamma_tf": 1.0, "top": 1.0}),
+    # W-REINFORCE, arXiv 2506.01347 (RLVR-Decomposed run_*_psr_nsr.sh: positive_advantage_weight=0.1);
+    # its 0/1 score test needs the unshaped reward
+    "w_reinforce": replace(_DAPO, name="w_reinforce", outcome_advantage="w_reinforce", overlong_shaping=False,
+                           outcome_knobs={"positive_weight": 0.1}),
 })
 
 

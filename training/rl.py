@@ -48,7 +48,7 @@ from common.manifest import write_manifest
 from training.presets import Preset, get_preset
 from common.runtime import seed_everything, setup_runtime
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
-from training.credit import CreditBatch, get_token_weight_fn
+from training.credit import CreditBatch, get_token_advantage_fn, get_token_weight_fn
 
 
 
@@ -75,12 +75,13 @@ def response_mask_from_ids(response_ids: torch.Tensor, eos_id: int) -> tuple[tor
 
 
 def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *, capture_hidden: bool = False,
-                 with_entropy: bool = False, kv_out: list | None = None):
+                 with_entropy: bool = False, kv_out: list | None = None, sum_pi_sq_out: list | None = None):
     """Log-probs of response tokens [B,R] (and entropy [B,R], LM-head input [B,R,H] if asked).
 
     Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts.
     ``kv_out``: a list to which the keys/values of all P+R positions are appended (``scoring.Layers``;
-    None if the model's cache is not a plain full-attention one).
+    None if the model's cache is not a plain full-attention one). ``sum_pi_sq_out``: a list to which
+    sum_v pi_v^2 [B,R] at each response position is appended (OTB's path-variance proxy).
     """
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
     attention = torch.cat([prompt_mask, response_mask.long()], dim=1)
@@ -103,6 +104,8 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
     entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    if sum_pi_sq_out is not None:
+        sum_pi_sq_out.append(logp_all.mul(2.0).exp().sum(-1))  # [B, R] sum_v pi_v^2
     hidden = captured["h"][:, p - 1 : -1] if capture_hidden else None  # [B, R, H]
     return logp, entropy, hidden
 
@@ -182,7 +185,8 @@ def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[tor
         cache = max(1, int(round(preset.overlong_cache_frac * max_new_tokens)))
         rewards = rewards + losses.overlong_penalty(ro.response_mask.sum(-1), max_len=max_new_tokens,
                                                     cache_len=cache)
-    advantages = losses.group_advantages(rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std)
+    advantages = losses.OUTCOME_ADVANTAGES[preset.outcome_advantage](
+        rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std, **preset.outcome_knobs)
     loss_mask = ro.response_mask.clone()
     if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
         loss_mask[ro.truncated] = 0.0
@@ -202,28 +206,37 @@ class OldForward(NamedTuple):
     hidden: torch.Tensor | None  # [B, R, H] LM-head input, if capture_hidden
     ref_logp: torch.Tensor | None  # [B, R] under the reference model, if any
     kv: SourceCache | None  # (old_logp, keys/values per micro-batch slice), if keep_kv and the cache is plain
+    sum_pi_sq: torch.Tensor | None = None  # [B, R] sum_v pi_old(v)^2, if sum_pi_sq
 
 
 def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bool, ref_model=None,
-                keep_kv: bool = False) -> OldForward:
+                keep_kv: bool = False, sum_pi_sq: bool = False) -> OldForward:
     """Phase 3: one no-grad forward at theta_old in micro-batches. ``keep_kv`` keeps its keys/values for
     CF's prefix-cached re-scoring (``scoring.edited_logp(source=...)``), which then runs no forward of
     the unedited batch itself."""
     model.eval()
-    olds, ents, hids, refs, kvs = [], [], [], [], []
+    olds, ents, hids, refs, kvs, sq = [], [], [], [], [], []
     slices = list(chunked(ro.response_ids.shape[0], micro_batch_size))
     with torch.no_grad():
         for s in slices:
             args = (ro.prompt_ids[s], ro.prompt_mask[s], ro.response_ids[s], ro.response_mask[s])
             lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True,
-                                        kv_out=kvs if keep_kv else None)
+                                        kv_out=kvs if keep_kv else None, sum_pi_sq_out=sq if sum_pi_sq else None)
             olds.append(lp), ents.append(ent), hids.append(hid)
             if ref_model is not None:
                 refs.append(forward_logp(ref_model, *args)[0])
     old_logp = torch.cat(olds)
     kv = (old_logp, list(zip(slices, kvs))) if keep_kv and all(k is not None for k in kvs) else None
     return OldForward(old_logp, torch.cat(ents), torch.cat(hids) if capture_hidden else None,
-                      torch.cat(refs) if refs else None, kv)
+                      torch.cat(refs) if refs else None, kv, torch.cat(sq) if sq else None)
+
+
+def token_advantages(preset: Preset, credit: CreditBatch) -> torch.Tensor:
+    """The advantage the loss uses: the preset's token-level advantage [B, R] (OTB, KTAE), else A_i [B]."""
+    if preset.token_advantage is None:
+        return credit.advantages
+    with torch.no_grad():
+        return get_token_advantage_fn(preset.token_advantage)(credit, **preset.advantage_knobs)
 
 
 def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
@@ -248,7 +261,7 @@ def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
 
 
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
-          reward_fn: Callable[..., float] = verifiable_reward) -> None:
+          reward_fn: Callable[..., float] = verifiable_reward, sampler: Callable[..., torch.Tensor] = sample_hf) -> None:
     device = setup_runtime(cfg.runtime)
     rl = cfg.rl
     run = Path(run_dir)
@@ -289,7 +302,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         timer = PhaseTimer()
         # ---- 1. rollout -------------------------------------------------------------------------
         with timer("rollout"):
-            ro = sample_rollout(model, tokenizer, problems, rl, seed=seed, step=step)
+            ro = sample_rollout(model, tokenizer, problems, rl, seed=seed, step=step, sampler=sampler)
             prompt_ids, prompt_mask, response_ids = ro.prompt_ids, ro.prompt_mask, ro.response_ids
             response_mask, truncated, group_ids = ro.response_mask, ro.truncated, ro.group_ids
         # ---- 2. reward ----------------------------------------------------------------------------
@@ -300,7 +313,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
         with timer("old_logp"):
             old = old_forward(model, ro, rl.micro_batch_size, capture_hidden=preset.needs_hidden,
-                              ref_model=ref_model, keep_kv=preset.needs_kv)
+                              ref_model=ref_model, keep_kv=preset.needs_kv, sum_pi_sq=preset.needs_sum_pi_sq)
             old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
@@ -308,30 +321,35 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=response_ids,
                 response_mask=loss_mask, old_logp=old_logp, entropy=entropy, advantages=advantages,
                 group_ids=group_ids, hidden=hidden, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
-                logp_fn=logp_fn, generator=generator,
+                logp_fn=logp_fn, generator=generator, rewards=rewards, sum_pi_sq=old.sum_pi_sq,
                 edit_logp_fn=make_edit_logp_fn(model, ro, rl.micro_batch_size, full_logp_fn=logp_fn,
                                                source=old.kv),
             )
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
+                loss_adv = token_advantages(preset, credit)  # [B] or, for OTB / KTAE, [B, R]
             del old, credit  # free the kept keys/values before the update
         # ---- 5. update ------------------------------------------------------------------------------
         with timer("update"):
             model.train()
             order = torch.randperm(response_ids.shape[0], generator=generator)
             stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
-            for mb in chunked(len(order), -(-len(order) // rl.mini_batches)):
+            mini_slices = list(chunked(len(order), -(-len(order) // rl.mini_batches)))
+            for mb in mini_slices:
                 idx_mb = order[mb]
-                num_tokens = float(loss_mask[idx_mb].sum())
+                micro_slices = list(chunked(len(idx_mb), rl.micro_batch_size))
                 num_seqs = float((loss_mask[idx_mb].sum(-1) > 0).sum())
                 opt.zero_grad(set_to_none=True)
-                for s in chunked(len(idx_mb), rl.micro_batch_size):
+                for s in micro_slices:
                     i = idx_mb[s]
+                    num_tokens = losses.token_mean_normaliser(
+                        preset.token_mean_normaliser, batch_tokens=float(loss_mask.sum()),
+                        mini_batch_tokens=float(loss_mask[idx_mb].sum()), micro_batch_tokens=float(loss_mask[i].sum()),
+                        mini_batches=len(mini_slices), micro_batches=len(micro_slices))
                     logp, _, _ = forward_logp(model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])
                     per_token, kl = losses.per_token_loss(
-                        logp, old_logp[i], advantages[i], weights[i], eps_low=preset.eps_low,
-                        eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c, kl_beta=preset.kl_beta,
-                        weights_on_kl=preset.weights_on_kl, ref_logp=None if ref_logp is None else ref_logp[i])
+                        logp, old_logp[i], loss_adv[i], weights[i], **preset.loss_kwargs(),
+                        ref_logp=None if ref_logp is None else ref_logp[i])
                     loss = losses.aggregate(per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
                                             num_seqs=num_seqs, max_len=rl.max_new_tokens)
                     loss.backward()

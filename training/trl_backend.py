@@ -27,8 +27,11 @@ Differences from the native loop (documented, none changes a loss on identical i
 - TRL's group std adds 1e-4 (native 1e-6); TRL divides logits by the sampling temperature before
   the log-softmax (native scores at T=1): identical at T=1 (the DelTA recipes), not at CF's T=0.6.
 - ``token_mean``'s normaliser is TRL's: tokens of the whole generation batch / (processes x
-  mini-batches), i.e. the mean tokens per optimizer step (native: the exact count of each
-  mini-batch); see TRL issues 5619 / PR 6024.
+  mini-batches), i.e. the mean tokens per optimizer step (native default: the exact count of each
+  mini-batch); see TRL issues 5619 / PR 6024. The native loop reproduces TRL's with the preset
+  field ``token_mean_normaliser="step_mean"`` (``training/ALGORITHMS.md``, shared departure S2);
+  with ``mini_batches == 1`` the two are equal.
+- OTB, KTAE and W-REINFORCE (``outcome_advantage`` / ``token_advantage``) are native-loop only.
 - Prompts are drawn by TRL's seeded sampler, not ``training.rl.sample_prompts``.
 - With vLLM and TRL's importance-sampling correction on (TRL default), the policy-gradient term is
   multiplied by the rollout/trainer ratio, as TRL does.
@@ -76,8 +79,7 @@ def per_token_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: T
                    ref_logp: Tensor | None = None, is_ratio: Tensor | None = None) -> Tensor:
     """The native loop's per-token loss (``losses.per_token_loss`` with the preset's knobs). Returns [B, R]."""
     per_token, _ = losses.per_token_loss(
-        logp, old_logp, advantages, weights, eps_low=preset.eps_low, eps_high=preset.eps_high,
-        dual_clip_c=preset.dual_clip_c, kl_beta=preset.kl_beta, weights_on_kl=preset.weights_on_kl,
+        logp, old_logp, advantages, weights, **preset.loss_kwargs(),
         ref_logp=ref_logp if preset.kl_beta > 0 else None, is_ratio=is_ratio)
     return per_token
 
@@ -508,6 +510,10 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
                   reward_fn: Callable[..., float] | None = None, wall_offset: float = 0.0):
     """The adapter trainer for one (recipe, preset, seed), ready to ``train()`` (tests call its methods)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if preset.outcome_advantage != "group" or preset.token_advantage is not None:
+        raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop (its advantage is "
+                                  f"{preset.token_advantage or preset.outcome_advantage!r}, TRL's is the group z-score)")
     from trl import GRPOConfig
 
     run = Path(run_dir)

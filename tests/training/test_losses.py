@@ -9,6 +9,7 @@ import torch
 
 from training.losses import (
     AGGREGATION_MODES,
+    TOKEN_MEAN_NORMALISERS,
     aggregate,
     entropy_from_logits,
     group_advantages,
@@ -16,6 +17,8 @@ from training.losses import (
     overlong_penalty,
     per_token_loss,
     ppo_clip_surrogate,
+    token_mean_normaliser,
+    w_reinforce_advantages,
 )
 
 torch.set_num_threads(1)
@@ -71,10 +74,95 @@ def test_kl_k3_hand_computed():
     # pi = 0.5, pi_ref = 0.25: ref/pi - log(ref/pi) - 1 = 0.5 + log 2 - 1 = 0.193147
     logp = torch.log(torch.tensor([[0.5, 0.3]]))
     ref = torch.log(torch.tensor([[0.25, 0.3]]))
-    kl = kl_k3(logp, ref)
-    torch.testing.assert_close(kl, torch.tensor([[0.5 + math.log(2.0) - 1.0, 0.0]]))
-    assert kl[0, 0].item() == pytest.approx(0.193147, abs=1e-6)
-    assert kl_k3(torch.zeros(1, 1), torch.full((1, 1), 30.0)).item() == 10.0  # clamped as verl
+    for clamp in (None, 10.0):
+        kl = kl_k3(logp, ref, clamp=clamp)
+        torch.testing.assert_close(kl, torch.tensor([[0.5 + math.log(2.0) - 1.0, 0.0]]))
+        assert kl[0, 0].item() == pytest.approx(0.193147, abs=1e-6)
+    assert kl_k3(torch.zeros(1, 1), torch.full((1, 1), 30.0), clamp=10.0).item() == 10.0  # clamped as verl
+
+
+def test_kl_k3_clamp_switch_trl_vs_verl():
+    """Unclamped (TRL / DeepSeekMath, default) vs verl's ``low_var_kl`` (clamp 10): equal below the clamp;
+    past ref - logp ~ 2.6 the clamped k3 has zero gradient, TRL's does not (issue 17, departure 5)."""
+    logp = torch.tensor([[-3.0, -1.0]], dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([[0.0, -1.2]], dtype=torch.float64)  # ref - logp = 3 (past the clamp), -0.2
+    trl = torch.exp(ref - logp) - (ref - logp) - 1  # TRL _compute_loss per_token_kl, no clamp
+    ours = kl_k3(logp, ref, clamp=None)
+    torch.testing.assert_close(ours, trl)
+    verl = kl_k3(logp, ref, clamp=10.0)
+    assert verl[0, 0].item() == 10.0 and ours[0, 0].item() == pytest.approx(math.exp(3) - 4)
+    assert verl[0, 1].item() == pytest.approx(ours[0, 1].item())
+    (g_verl,) = torch.autograd.grad(verl.sum(), logp)
+    (g_trl,) = torch.autograd.grad(ours.sum(), logp)
+    assert g_verl[0, 0].item() == 0.0 and g_trl[0, 0].item() == pytest.approx(1 - math.exp(3))
+    assert g_verl[0, 1].item() == pytest.approx(g_trl[0, 1].item())
+
+
+def test_token_mean_normalisers_native_verl_trl():
+    """Three ``token_mean`` normalisers on 2 mini-batches x 2 micro-batches of uneven lengths, each against
+    a port of the code it reproduces (issue 17, departures 4 and 6)."""
+    g = torch.Generator().manual_seed(3)
+    loss = torch.randn(8, 5, generator=g, dtype=torch.float64)
+    lengths = torch.tensor([5, 1, 2, 4, 3, 5, 1, 1])
+    mask = (torch.arange(5)[None] < lengths[:, None]).double()
+    minis, micros = [slice(0, 4), slice(4, 8)], 2
+    total = float(mask.sum())
+
+    def ours(mode):
+        out = []
+        for mb in minis:
+            rows = list(range(mb.start, mb.stop))
+            step = 0.0
+            for k in range(micros):
+                i = rows[k * 2:(k + 1) * 2]
+                n = token_mean_normaliser(mode, batch_tokens=total, mini_batch_tokens=float(mask[mb].sum()),
+                                          micro_batch_tokens=float(mask[i].sum()), mini_batches=len(minis),
+                                          micro_batches=micros)
+                step += aggregate(loss[i], mask[i], "token_mean", num_tokens=n, num_seqs=2).item()
+            out.append(step)
+        return out
+
+    # native: the exact token mean of each optimizer step
+    want_native = [float((loss[mb] * mask[mb]).sum() / mask[mb].sum()) for mb in minis]
+    # verl / verl-DelTA update_policy: masked_mean per micro-batch / gradient_accumulation
+    want_verl = [sum(float((loss[i] * mask[i]).sum() / mask[i].sum()) / micros
+                     for i in (slice(mb.start, mb.start + 2), slice(mb.start + 2, mb.stop))) for mb in minis]
+    # TRL 1.16 dapo: sum / (num_items_in_batch * grad_accum / steps_per_generation), per micro-batch, summed
+    steps_per_generation = len(minis) * micros
+    want_trl = [sum(float((loss[i] * mask[i]).sum() / (total * micros / steps_per_generation))
+                    for i in (slice(mb.start, mb.start + 2), slice(mb.start + 2, mb.stop))) for mb in minis]
+    assert ours("mini_batch") == pytest.approx(want_native, rel=1e-12)
+    assert ours("micro_batch") == pytest.approx(want_verl, rel=1e-12)
+    assert ours("step_mean") == pytest.approx(want_trl, rel=1e-12)
+    assert want_native != pytest.approx(want_verl) and want_native != pytest.approx(want_trl)  # the fixture tells
+    one = dict(batch_tokens=7.0, mini_batch_tokens=7.0, micro_batch_tokens=7.0, mini_batches=1, micro_batches=1)
+    assert {token_mean_normaliser(m, **one) for m in TOKEN_MEAN_NORMALISERS} == {7.0}
+    with pytest.raises(ValueError, match="valid"):
+        token_mean_normaliser("bogus", **one)  # type: ignore[arg-type]
+
+
+def test_w_reinforce_matches_rlvr_decomposed():
+    """Port of ``compute_psr_nsr_outcome_advantage(advantage="weighted")`` (outcome reward on the last token,
+    gamma 1): returns r, correct (score 1) x lambda, incorrect (0 / -1) minus 1."""
+    scores = torch.tensor([1.0, 0.0, -1.0, 1.0, 0.5], dtype=torch.float64)
+    lam = 0.1
+    R = 4
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.float64)
+    token_rewards = torch.zeros(5, R, dtype=torch.float64)
+    token_rewards[torch.arange(5), mask.sum(-1).long() - 1] = scores
+    returns = torch.zeros_like(token_rewards)
+    running = torch.zeros(5, dtype=torch.float64)
+    for t in reversed(range(R)):
+        running = token_rewards[:, t] + running
+        returns[:, t] = running
+        running = running * mask[:, t]
+    adv = returns.clone()
+    adv[scores == 1] *= lam
+    adv[(scores == 0) | (scores == -1)] -= 1
+    want = (adv * mask)[:, 0]
+    got = w_reinforce_advantages(scores, torch.zeros(5, dtype=torch.long), scale_by_std=True, positive_weight=lam)
+    torch.testing.assert_close(got.double(), want)
+    assert got.tolist() == pytest.approx([0.1, -1.0, -2.0, 0.1, 0.5])
 
 
 def test_aggregate_hand_computed_2x3():
@@ -115,7 +203,8 @@ def test_micro_batch_invariance_8x1_equals_1x8(mode, weights_on_kl):
     def step(rows: slice, param: torch.Tensor) -> torch.Tensor:
         logp = torch.log_softmax(param[rows], -1).gather(-1, ids[rows][..., None]).squeeze(-1)
         tok, _ = per_token_loss(logp, old_logp[rows], adv[rows], w[rows], eps_low=0.2, eps_high=0.28,
-                                dual_clip_c=3.0, kl_beta=0.04, weights_on_kl=weights_on_kl, ref_logp=ref_logp[rows])
+                                dual_clip_c=3.0, kl_beta=0.04, weights_on_kl=weights_on_kl, kl_clamp=None,
+                                ref_logp=ref_logp[rows])
         return aggregate(tok, mask[rows], mode, num_tokens=num_tokens, num_seqs=num_seqs, max_len=R)
 
     full_param = logits.clone().requires_grad_(True)
@@ -143,11 +232,11 @@ def test_per_token_loss_by_hand(weights_on_kl):
     k3 with ref - logp = -0.5: e^-0.5 + 0.5 - 1; w = 0.5, beta = 0.1."""
     logp, old, ref = torch.tensor([[-1.0]]), torch.tensor([[-1.1]]), torch.tensor([[-1.5]])
     tok, kl = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
-                             dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl, ref_logp=ref)
+                             dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl, kl_clamp=None, ref_logp=ref)
     pg = -2.0 * math.exp(0.1)
     k3 = math.exp(-0.5) + 0.5 - 1.0
     want = 0.5 * (pg + 0.1 * k3) if weights_on_kl else 0.5 * pg + 0.1 * k3
     assert kl.item() == pytest.approx(k3, abs=1e-6) and tok.item() == pytest.approx(want, abs=1e-6)
     no_ref, kl0 = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
-                                 dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl)
+                                 dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl, kl_clamp=None)
     assert kl0.item() == 0.0 and no_ref.item() == pytest.approx(0.5 * pg, abs=1e-6)

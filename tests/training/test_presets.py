@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from training.losses import AGGREGATION_MODES
+from training.losses import AGGREGATION_MODES, OUTCOME_ADVANTAGES, TOKEN_MEAN_NORMALISERS
 from training.presets import PRESETS, get_preset
-from training.credit import TOKEN_WEIGHTS
+from training.credit import TOKEN_ADVANTAGES, TOKEN_WEIGHTS
 
 EXPECTED = {
     "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
-    "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_paper", "forking_tokens",
+    "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_paper", "forking_tokens", "otb", "ktae", "w_reinforce",
 }
 SURROGATE_FIELDS = ("scale_adv_by_std", "eps_low", "eps_high", "dual_clip_c", "aggregation", "kl_beta",
                     "overlong_shaping", "overlong_cache_frac", "mask_truncated", "dynamic_sampling")
@@ -32,12 +32,19 @@ def test_preset_resolves_and_knobs_bind(name):
     assert preset.token_weights in TOKEN_WEIGHTS
     assert preset.aggregation in AGGREGATION_MODES
     fn = TOKEN_WEIGHTS[preset.token_weights]
-    inspect.signature(fn).bind(object(), **preset.knobs)  # raises on an unknown knob
+    inspect.signature(fn).bind(object(), **preset.knobs)  # raises on an unknown (or missing) knob
+    assert preset.outcome_advantage in OUTCOME_ADVANTAGES
+    assert preset.token_mean_normaliser in TOKEN_MEAN_NORMALISERS
+    if preset.token_advantage is not None:
+        inspect.signature(TOKEN_ADVANTAGES[preset.token_advantage]).bind(object(), **preset.advantage_knobs)
+    else:
+        inspect.signature(OUTCOME_ADVANTAGES[preset.outcome_advantage]).bind(
+            object(), object(), scale_by_std=True, **preset.outcome_knobs)
     json.dumps(dataclasses.asdict(preset))  # serialisable for the run manifest
 
 
 @pytest.mark.parametrize("name", ["delta", "delta_within_side", "delta_random", "cf", "cf_conserve", "cf_inverted",
-                                  "cf_random", "forking_tokens", "dapo_delta_paper"])
+                                  "cf_random", "forking_tokens", "dapo_delta_paper", "otb", "ktae"])
 def test_canonical_methods_share_dapo_objective(name):
     dapo, preset = PRESETS["dapo"], PRESETS[name]
     for f in SURROGATE_FIELDS:
@@ -83,3 +90,30 @@ def test_overrides_and_errors():
         get_preset("cf", {"bogus": 1})
     with pytest.raises(TypeError):
         PRESETS["new"] = PRESETS["dapo"]  # type: ignore[index]
+
+
+def test_new_rows_differ_from_dapo_only_in_their_advantage():
+    dapo = PRESETS["dapo"]
+    assert PRESETS["otb"].token_advantage == "otb" and PRESETS["otb"].needs_sum_pi_sq
+    assert PRESETS["ktae"].token_advantage == "ktae" and PRESETS["ktae"].advantage_knobs["top"] == 1.0
+    w = PRESETS["w_reinforce"]
+    assert w.outcome_advantage == "w_reinforce" and w.outcome_knobs == {"positive_weight": 0.1}
+    assert dataclasses.replace(w, name="dapo", outcome_advantage="group", outcome_knobs={},
+                               overlong_shaping=True) == dapo
+
+
+def test_kl_and_normaliser_defaults_are_trl_and_native():
+    """Cards claim TRL equivalence for grpo / dapo_cf_paper / cf_paper: their k3 is unclamped as TRL's."""
+    for name, preset in PRESETS.items():
+        assert preset.kl_clamp is None, name
+        assert preset.token_mean_normaliser == "mini_batch", name
+    assert get_preset("grpo", {"kl_clamp": 10.0}).kl_clamp == 10.0  # verl low_var_kl
+    assert get_preset("delta", {"token_mean_normaliser": "micro_batch"}).token_mean_normaliser == "micro_batch"
+
+
+def test_cf_skips_zero_advantage_rows_only_where_exact():
+    """Skipping A_i = 0 rows is exact unless w multiplies a non-zero KL term."""
+    for name, preset in PRESETS.items():
+        if preset.token_weights == "cf":
+            exact = preset.kl_beta == 0 or not preset.weights_on_kl
+            assert preset.knobs["skip_zero_advantage"] == exact, name

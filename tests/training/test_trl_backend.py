@@ -35,10 +35,7 @@ def _cfg(tiny_env, scale=None, **rl):
 
 def native_loss(preset, logp, old_logp, advantages, w, ref_logp, mask, *, num_tokens, num_seqs, max_len):
     """``training/rl.py`` step 5: the loop's call of ``losses.per_token_loss`` and ``losses.aggregate``."""
-    per_token, _ = losses.per_token_loss(logp, old_logp, advantages, w, eps_low=preset.eps_low,
-                                         eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c,
-                                         kl_beta=preset.kl_beta, weights_on_kl=preset.weights_on_kl,
-                                         ref_logp=ref_logp)
+    per_token, _ = losses.per_token_loss(logp, old_logp, advantages, w, **preset.loss_kwargs(), ref_logp=ref_logp)
     return per_token, losses.aggregate(per_token, mask, preset.aggregation, num_tokens=num_tokens,
                                        num_seqs=num_seqs, max_len=max_len)
 

@@ -18,6 +18,9 @@ prefix-cached counterfactual forwards), ``analysis`` (offline analyses of a chec
 | cf                | ``training.credit.cf.cf`` (mode knob)       | CF arXiv 2602.09331, aligntune code   |
 | forking_tokens    | ``training.credit.simple.forking_tokens``   | 80/20, arXiv 2506.01939               |
 | random_weights    | ``training.credit.simple.random_weights``   | control                               |
+
+Token-level advantages (``TOKEN_ADVANTAGES``, ``fn(batch, **advantage_knobs) -> adv[B, R]``, replacing A_i in
+the loss; module ``advantage``): ``otb`` (optimal token baseline, verl) and ``ktae`` (KTAE).
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from typing import Callable, Mapping
 
 from torch import Tensor
 
+from training.credit.advantage import ktae, otb
 from training.credit.batch import CreditBatch, EditLogProbFn, LogProbFn
 from training.credit.cf import cf
 from training.credit.delta import delta, delta_within_side
 from training.credit.simple import forking_tokens, random_weights, uniform
 
-__all__ = ["TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn", "LogProbFn", "get_token_weight_fn"]
+__all__ = ["TOKEN_ADVANTAGES", "TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn", "LogProbFn",
+           "get_token_advantage_fn", "get_token_weight_fn"]
 
 TokenWeightFn = Callable[..., Tensor]
 TOKEN_WEIGHTS: Mapping[str, TokenWeightFn] = MappingProxyType({
@@ -51,3 +56,14 @@ def get_token_weight_fn(name: str) -> TokenWeightFn:
         return TOKEN_WEIGHTS[name]
     except KeyError:
         raise KeyError(f"unknown token-weight function {name!r}; valid: {sorted(TOKEN_WEIGHTS)}") from None
+
+
+TOKEN_ADVANTAGES: Mapping[str, TokenWeightFn] = MappingProxyType({"otb": otb, "ktae": ktae})
+
+
+def get_token_advantage_fn(name: str) -> TokenWeightFn:
+    """Look up a token-advantage function by name; the error lists the valid ones."""
+    try:
+        return TOKEN_ADVANTAGES[name]
+    except KeyError:
+        raise KeyError(f"unknown token-advantage function {name!r}; valid: {sorted(TOKEN_ADVANTAGES)}") from None

@@ -16,9 +16,10 @@ from torch import Tensor
 # (prompt_ids [B,P], prompt_mask [B,P], response_ids [B,R], response_mask [B,R]) -> logp [B,R], no grad,
 # under the current policy; used by counterfactual methods that re-score edited responses.
 LogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
-# (rows [n] batch rows, edited response ids [n,R], first_edit [n]) -> logp [n,R], no grad, current policy:
-# the same numbers as LogProbFn on the edited rows, computed from each row's unedited prefix cache
-# (training.credit.rescoring.edited_logp). Optional; CF falls back to LogProbFn without it.
+# (rows [n] batch rows, edited response ids [n,R], first_edit [n], *, score_from [n] | None) -> logp [n,R],
+# no grad, current policy: the same numbers as LogProbFn on the edited rows at positions >= score_from,
+# computed from each row's unedited prefix cache (training.credit.rescoring.edited_logp). Optional; CF falls
+# back to LogProbFn without it.
 EditLogProbFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
@@ -40,3 +41,5 @@ class CreditBatch:
     logp_fn: LogProbFn | None  # re-score edited responses under the current policy
     generator: torch.Generator  # seeded RNG for random ablations
     edit_logp_fn: EditLogProbFn | None = None  # prefix-cached re-scoring of edited rows (faster logp_fn)
+    rewards: Tensor | None = None  # [B] shaped reward of each response (OTB's return, KTAE's correct/wrong split)
+    sum_pi_sq: Tensor | None = None  # [B, R] sum_v pi_old(v)^2 per response position (preset.needs_sum_pi_sq)

@@ -59,7 +59,7 @@ Departures from the reference code (why in brackets):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import torch
@@ -70,6 +70,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CFMode = Literal["counterfactual", "inverted", "random"]
 CF_MODES: tuple[str, ...] = ("counterfactual", "inverted", "random")
+SpanStop = Literal["marker", "reference"]
+SPAN_STOPS: tuple[str, ...] = ("marker", "reference")
+Fallback = Literal["batched", "sequential"]
+FALLBACKS: tuple[str, ...] = ("batched", "sequential")
+SpanDrop = Literal["per_token", "full"]
+SPAN_DROPS: tuple[str, ...] = ("per_token", "full")
+REFERENCE_STOP_FIRST = frozenset({"Final", "final"})  # detect_calculation_spans: 'Final' + 'Answer' or '####'
+REFERENCE_STOP_SECOND = frozenset({"Answer", "answer", "answer:"})
 
 ANSWER_MARKERS: tuple[str, ...] = ("final answer", "####", "\\boxed{")  # searched in this order
 FORMAT_TOKENS = frozenset({"#", "##", "###", "####", "=", "==", "===", "====", "-", "--", "---"})
@@ -96,10 +104,13 @@ class CFSpans:
     """Counterfactual spans, sorted, non-overlapping, all inside the reasoning region."""
     kinds: tuple[str, ...]
     """"arithmetic" or "sentence", one per span."""
+    reasoning_cap: int | None = None
+    """Upper bound of the reasoning end (the reference's ``min(reasoning_end, seq_len - 1)``), or None."""
 
     @property
     def reasoning_end(self) -> int:
-        return self.clean_end if self.answer_start is None else self.answer_start
+        end = self.clean_end if self.answer_start is None else self.answer_start
+        return end if self.reasoning_cap is None else min(end, self.reasoning_cap)
 
 
 def _latex_heavy(text: str) -> bool:
@@ -202,48 +213,68 @@ def token_pieces(ids: Sequence[int], tokenizer: Any, cache: dict[int, str] | Non
     return [cache[i] for i in ids]
 
 
+def reference_detection_end(pieces: Sequence[str]) -> int:
+    """Where the reference's ``detect_calculation_spans`` stops scanning: the first token that strips to
+    'Final'/'final' followed by one that strips to 'Answer'/'answer'/'answer:', or to '####'; else the end.
+    (Its pad-string stop is the end of ``pieces``, which are cut at the first EOS/pad id.)"""
+    for i, piece in enumerate(pieces):
+        tok = piece.strip()
+        if tok in REFERENCE_STOP_FIRST and i + 1 < len(pieces) and pieces[i + 1].strip() in REFERENCE_STOP_SECOND:
+            return i
+        if tok == "####":
+            return i
+    return len(pieces)
+
+
 def cf_spans(
     ids: Sequence[int],
     tokenizer: Any,
     *,
-    stop_ids: Sequence[int] = (),
-    max_spans: int = 10,
+    stop_ids: Sequence[int],
+    max_spans: int,
+    span_stop: SpanStop,
+    reasoning_cap: int | None,
     min_length: int = 5,
     max_length: int = 50,
     pieces_cache: dict[int, str] | None = None,
 ) -> CFSpans:
     """Regions and counterfactual spans of one completion (response token ids, no padding needed).
 
-    ``stop_ids`` (EOS, pad) end the clean completion; the answer marker and the spans are searched before it.
-    ``pieces_cache``: see :func:`token_pieces`.
+    ``stop_ids`` (EOS, pad) end the clean completion; the answer marker is searched before it.
+    ``span_stop="marker"``: spans are detected in the reasoning region only (ours); ``"reference"``: the
+    scan runs to :func:`reference_detection_end` (past a ``\\boxed{`` marker) and spans ending after the
+    reasoning end are then dropped, as the reference (caps count the dropped spans too).
+    ``reasoning_cap``: the reasoning end is at most this (reference: seq_len - 1), or None.
+    ``pieces_cache``: see :func:`token_pieces`. min/max_length are the reference's constants (5, 50).
     """
+    if span_stop not in SPAN_STOPS:
+        raise ValueError(f"cf: unknown span_stop {span_stop!r}; valid: {SPAN_STOPS}")
     ids = [int(i) for i in ids]
     stops = set(int(s) for s in stop_ids if s is not None)
     clean_end = next((j for j, t in enumerate(ids) if t in stops), len(ids))
     pieces = token_pieces(ids[:clean_end], tokenizer, pieces_cache)
     answer_start = find_answer_start(pieces)
-    reasoning_end = clean_end if answer_start is None else answer_start
-    found = detect_spans(
-        pieces, reasoning_end, max_spans=max_spans, min_length=min_length, max_length=max_length
-    )
-    return CFSpans(
-        clean_end=clean_end,
-        answer_start=answer_start,
-        spans=tuple((s, e) for s, e, _ in found),
-        kinds=tuple(k for _, _, k in found),
-    )
+    regions = CFSpans(clean_end=clean_end, answer_start=answer_start, spans=(), kinds=(), reasoning_cap=reasoning_cap)
+    reasoning_end = regions.reasoning_end
+    scan_end = reasoning_end if span_stop == "marker" else reference_detection_end(pieces)
+    found = detect_spans(pieces, scan_end, max_spans=max_spans, min_length=min_length, max_length=max_length)
+    found = [x for x in found if x[1] <= reasoning_end]
+    return replace(regions, spans=tuple((s, e) for s, e, _ in found), kinds=tuple(k for _, _, k in found))
 
 
 def importance_from_drops(
-    reasoning_end: int, spans: Sequence[tuple[int, int]], drops: Sequence[float]
+    reasoning_end: int, spans: Sequence[tuple[int, int]], drops: Sequence[float], *, span_drop: SpanDrop
 ) -> Tensor:
-    """imp over the reasoning region [reasoning_end]: raw = 0.2 + I(s)/|s| on spans, min-max to [0.5, 1].
+    """imp over the reasoning region [reasoning_end]: raw = 0.2 + I(s)/|s| on spans ("per_token", aligntune
+    @ 8234976, ``paris_team_updates``) or 0.2 + I(s) ("full", aligntune ``main``), min-max to [0.5, 1].
 
     CF code: ``compute_batched_counterfactual_importance`` step 6.
     """
+    if span_drop not in SPAN_DROPS:
+        raise ValueError(f"cf: unknown span_drop {span_drop!r}; valid: {SPAN_DROPS}")
     raw = torch.full((reasoning_end,), BASE_IMPORTANCE, dtype=torch.float64)  # [L_r]
     for (s, e), drop in zip(spans, drops):
-        raw[s:e] += drop / (e - s)
+        raw[s:e] += drop / (e - s) if span_drop == "per_token" else drop
     if reasoning_end == 0:
         return raw
     lo, hi = raw.min(), raw.max()
@@ -285,22 +316,24 @@ def soft_weights(
 
 def _score_rows(
     batch: "CreditBatch",
-    rows: list[tuple[int, Tensor, int]],
+    rows: list[tuple[int, Tensor, int, int]],
     max_rows_per_call: int | None,
 ) -> list[Tensor]:
-    """Log-probs [R] of (source row, edited response ids, first edited position) triples under the current
-    policy, in as few calls as possible: ``batch.edit_logp_fn`` (prefix KV cache reused) when the loop
-    provides it, else ``batch.logp_fn`` on whole sequences."""
+    """Log-probs [R] of (source row, edited response ids, first edited position, first scored position)
+    under the current policy, in as few calls as possible: ``batch.edit_logp_fn`` (prefix KV cache reused,
+    logits only from the first scored position) when the loop provides it, else ``batch.logp_fn`` on whole
+    sequences. Only positions >= the first scored position are read."""
     out: list[Tensor] = []
     step = len(rows) if not max_rows_per_call else max_rows_per_call
     for k in range(0, len(rows), max(step, 1)):
         chunk = rows[k : k + step]
-        src = torch.tensor([b for b, _, _ in chunk], dtype=torch.long, device=batch.prompt_ids.device)
-        resp = torch.stack([r for _, r, _ in chunk]).to(batch.response_ids.device)  # [n, R]
+        src = torch.tensor([r[0] for r in chunk], dtype=torch.long, device=batch.prompt_ids.device)
+        resp = torch.stack([r[1] for r in chunk]).to(batch.response_ids.device)  # [n, R]
         with torch.no_grad():
             if batch.edit_logp_fn is not None:
-                first = torch.tensor([s for _, _, s in chunk], dtype=torch.long, device=src.device)
-                logp = batch.edit_logp_fn(src, resp, first)  # [n, R]
+                first = torch.tensor([r[2] for r in chunk], dtype=torch.long, device=src.device)
+                scored = torch.tensor([r[3] for r in chunk], dtype=torch.long, device=src.device)
+                logp = batch.edit_logp_fn(src, resp, first, score_from=scored)  # [n, R]
             else:
                 assert batch.logp_fn is not None
                 logp = batch.logp_fn(
@@ -323,46 +356,61 @@ class CFSpanRecord:
     """I(s) = S(x) - S(x with s masked); > 0: the span supports the answer, < 0: distractor."""
 
 
-def cf(
-    batch: "CreditBatch",
-    *,
-    boost: float = 4.0,
-    min_weight: float = 0.5,
-    answer_weight: float = 1.5,
-    max_spans: int = 10,
-    conserve: bool = False,
-    mode: CFMode = "counterfactual",
-    max_rows_per_call: int | None = None,
-) -> Tensor:
+def cf(batch: "CreditBatch", **knobs: Any) -> Tensor:
     """CF token weights [B, R] (arXiv 2602.09331; aligntune ``CounterfactualGRPOTrainer``).
 
     I(s) = S(x) - S(x without s); w = w_min + (boost - w_min) imp(I), answer = answer_weight (see module
-    docstring for every step and departure). ``mode``: "counterfactual", "inverted" (reversed signal
-    ablation) or "random" (imp ~ U(0,1) control). ``max_rows_per_call`` caps the rows of one
-    ``logp_fn`` call (None: all counterfactual rows of the batch in one call). Defaults = 3B GSM8K config
-    (boost 4, no conservation).
+    docstring for every step and departure). Knobs: those of :func:`cf_with_spans` (values: the presets).
     """
-    return cf_with_spans(
-        batch, boost=boost, min_weight=min_weight, answer_weight=answer_weight, max_spans=max_spans,
-        conserve=conserve, mode=mode, max_rows_per_call=max_rows_per_call,
-    )[0]
+    return cf_with_spans(batch, **knobs)[0]
+
+
+def _sequential_fallback(sp: CFSpans, scored: bool) -> Tensor:
+    """The reference's sequential path (``compute_counterfactual_importance``, used for inverted / random)
+    for a row CF cannot score: importance 0.2 everywhere if the reasoning region is empty, 1.0 on it (0.2
+    elsewhere) with no spans, 0 with spans but no answer tokens. [clean_end] float64."""
+    imp = torch.full((sp.clean_end,), BASE_IMPORTANCE, dtype=torch.float64)
+    if sp.reasoning_end <= 0:
+        return imp
+    if not sp.spans:
+        imp[: sp.reasoning_end] = 1.0
+        return imp
+    assert not scored
+    return torch.zeros(sp.clean_end, dtype=torch.float64)
 
 
 def cf_with_spans(
     batch: "CreditBatch",
     *,
-    boost: float = 4.0,
-    min_weight: float = 0.5,
-    answer_weight: float = 1.5,
-    max_spans: int = 10,
-    conserve: bool = False,
-    mode: CFMode = "counterfactual",
+    boost: float,
+    min_weight: float,
+    answer_weight: float,
+    max_spans: int,
+    conserve: bool,
+    mode: CFMode,
+    span_stop: SpanStop,
+    fallback: Fallback,
+    cap_reasoning_end: bool,
+    span_drop: SpanDrop,
+    skip_zero_advantage: bool,
     max_rows_per_call: int | None = None,
 ) -> tuple[Tensor, list[CFSpanRecord]]:
-    """:func:`cf` plus one :class:`CFSpanRecord` per scored span (empty when skipped or ``mode="random"``)."""
+    """:func:`cf` plus one :class:`CFSpanRecord` per scored span (empty when skipped or ``mode="random"``).
+
+    ``mode``: "counterfactual", "inverted" (reversed signal ablation) or "random" (imp ~ U(0,1) control).
+    ``span_stop`` (:func:`cf_spans`), ``fallback`` ("batched": importance 0.5 for rows CF cannot score, the
+    reference's batched path; "sequential": :func:`_sequential_fallback`), ``cap_reasoning_end`` (reasoning
+    end <= R - 1, the reference's seq_len - 1 cap), ``span_drop`` (:func:`importance_from_drops`) select
+    the reference's behaviours (``training/ALGORITHMS.md``, CF departures). ``skip_zero_advantage``: rows
+    with A_i = 0 run no counterfactual forward and get w = 1 (exact for the loss when w multiplies the
+    policy-gradient term only, or beta = 0: their surrogate is 0 for every w). ``max_rows_per_call`` caps
+    the rows of one ``logp_fn`` call (None: all counterfactual rows of the batch in one call).
+    """
     records: list[CFSpanRecord] = []
     if mode not in CF_MODES:
         raise ValueError(f"cf: unknown mode {mode!r}; valid: {CF_MODES}")
+    if fallback not in FALLBACKS:
+        raise ValueError(f"cf: unknown fallback {fallback!r}; valid: {FALLBACKS}")
     mask = batch.response_mask  # [B, R]
     B, R = mask.shape
     adv = batch.advantages.float()
@@ -388,7 +436,8 @@ def cf_with_spans(
         key = (prompt, resp)
         key_of.append(key)
         if key not in info:
-            sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans, pieces_cache=pieces)
+            sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans, span_stop=span_stop,
+                          reasoning_cap=R - 1 if cap_reasoning_end else None, pieces_cache=pieces)
             info[key] = (b, sp, token_pieces(resp[: sp.clean_end], batch.tokenizer, pieces))
 
     # 3. counterfactual scores: for each unique row, the unmasked completion and one row per span
@@ -397,18 +446,20 @@ def cf_with_spans(
             return None
         return slice(sp.answer_start + 1, n_valid[b])
 
-    rows: list[tuple[int, Tensor, int]] = []  # (source row, response ids, first edited position)
+    rows: list[tuple[int, Tensor, int, int]] = []  # (source row, response ids, first edit, first scored)
     plan: dict[tuple, tuple[int, int]] = {}  # key -> (first row index, number of rows)
+    skipped = {key for key, (b, _, _) in info.items() if skip_zero_advantage and float(adv[b]) == 0.0}
     if mode != "random":
         for key, (b, sp, _) in info.items():
-            if not sp.spans or score_positions(b, sp) is None:
+            if not sp.spans or score_positions(b, sp) is None or key in skipped:
                 continue
             plan[key] = (len(rows), 1 + len(sp.spans))
-            rows.append((b, ids[b].clone(), R))  # unedited
+            first_scored = score_positions(b, sp).start
+            rows.append((b, ids[b].clone(), R, first_scored))  # unedited
             for s, e in sp.spans:
                 edited = ids[b].clone()
                 edited[s:e] = batch.pad_token_id
-                rows.append((b, edited, s))
+                rows.append((b, edited, s, first_scored))
     logps = _score_rows(batch, rows, max_rows_per_call) if rows else []
 
     # 4. importance -> weights
@@ -416,6 +467,9 @@ def cf_with_spans(
     for key, (b, sp, pieces) in info.items():
         if mode == "random":
             imp = torch.rand(sp.clean_end, generator=batch.generator, dtype=torch.float64)
+        elif key in skipped:  # A_i = 0: no weighted term of the loss reads this row's weights
+            weights[key] = torch.ones(n_valid[b], dtype=torch.float64)
+            continue
         elif key in plan:
             first, n = plan[key]
             pos = score_positions(b, sp)
@@ -426,10 +480,12 @@ def cf_with_spans(
                 for (s, e), k, d in zip(sp.spans, sp.kinds, drops)
             )
             imp = torch.zeros(sp.clean_end, dtype=torch.float64)
-            reasoning = importance_from_drops(sp.reasoning_end, sp.spans, drops)  # [L_r]
+            reasoning = importance_from_drops(sp.reasoning_end, sp.spans, drops, span_drop=span_drop)  # [L_r]
             if mode == "inverted":
                 reasoning = reasoning.min() + reasoning.max() - reasoning
             imp[: sp.reasoning_end] = reasoning
+        elif fallback == "sequential":  # no spans / no answer tokens: reference sequential path
+            imp = _sequential_fallback(sp, scored=False)
         else:  # no spans / no answer tokens: reference batched fallback
             imp = torch.full((sp.clean_end,), 0.5, dtype=torch.float64)
         weights[key] = soft_weights(

@@ -73,14 +73,17 @@ def cache_layers(output: object) -> Layers | None:
 
 
 def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, past: Layers | None,
-         *, want_cache: bool) -> tuple[Tensor, Layers | None]:
+         *, want_cache: bool, keep_last: int = 0) -> tuple[Tensor, Layers | None]:
     """Forward input positions [start, T-1) of ``ids`` [n, T] over ``past`` (positions [0, start)).
 
-    Returns the logits [n, T-1-start, V] (position t predicts token t+1) and, if asked, the keys/values of
-    positions [0, T-1)."""
+    Returns the logits [n, T-1-start, V] (position t predicts token t+1; only the last ``keep_last``
+    positions if > 0, through the model's ``logits_to_keep``) and, if asked, the keys/values of positions
+    [0, T-1)."""
     kwargs = {}
     if past is not None and start > 0:
         kwargs[_cache_kwarg(model)] = DynamicCache(ddp_cache_data=past)
+    if keep_last > 0:
+        kwargs["logits_to_keep"] = keep_last
     res = model(input_ids=ids[:, start:-1], attention_mask=attention[:, :-1],
                 position_ids=position_ids(attention)[:, start:-1], use_cache=want_cache, **kwargs)
     if not want_cache:
@@ -116,6 +119,7 @@ def edited_logp(
     micro_batch_size: int = 128,
     full_logp_fn: FullLogProbFn | None = None,
     source: SourceCache | None = None,
+    score_from: Tensor | None = None,
 ) -> Tensor:
     """Log-probs [n, R] of edited responses under ``model``, reusing the prompt's and the source's caches.
 
@@ -127,6 +131,9 @@ def edited_logp(
     is its source's. ``full_logp_fn`` (the loop's plain scorer) is used when the model's cache cannot be
     cropped and shared. ``source``: the unedited batch's log-probs and keys/values from the loop's
     old-log-prob forward (same model, same parameters); steps 1-2 below are then skipped.
+    ``score_from``: [n] first response position whose log-prob the caller reads (CF: the answer tokens);
+    the LM head and log-softmax then run only from there (positions in [first_edit, score_from) stay 0),
+    the transformer layers still run from the first edit. Same numbers at the read positions.
     """
     n, R = edited_ids.shape
     out = torch.zeros(n, R, dtype=torch.float32, device=edited_ids.device)  # [n, R]
@@ -165,8 +172,10 @@ def edited_logp(
                 continue
             ids = torch.cat([prompt_ids[src], edited_ids[sel, :L]], dim=1)  # [m, P+L]
             past = _gather(src_kv, src.tolist(), P + c - 1)
-            logits, _ = _run(model, ids, attention[src, : P + L], P + c - 1, past, want_cache=False)
-            out[sel, c:L] = _token_logp(logits, edited_ids[sel, c:L])  # [m, L - c]
+            s0 = c if score_from is None else min(max(int(score_from[sel].min()), c), L - 1)  # first read position
+            logits, _ = _run(model, ids, attention[src, : P + L], P + c - 1, past, want_cache=False,
+                             keep_last=L - s0 if s0 > c else 0)
+            out[sel, s0:L] = _token_logp(logits, edited_ids[sel, s0:L])  # [m, L - s0]
     return out
 
 

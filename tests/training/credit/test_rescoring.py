@@ -8,6 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCau
 
 from training.rl import forward_logp
 from training.credit.rescoring import edited_logp
+from training.presets import PRESETS
 
 
 def tiny(arch: str) -> torch.nn.Module:
@@ -95,6 +96,37 @@ def test_the_old_forwards_keys_and_values_replace_the_source_passes(micro):
     assert n_with == n_without - 2 * -(-5 // micro) and n_with > 0
 
 
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("micro", [1, 128])
+def test_score_from_computes_logits_only_where_read(arch, micro):
+    """``score_from`` (CF: the answer tokens) runs the LM head only from there: same log-probs at the read
+    positions as the full computation (and as whole-sequence forwards), fewer logits."""
+    model = tiny(arch)
+    p_ids, p_mask, r_ids, r_mask = batch()
+    spec = [(0, 0, 3, 6), (0, 4, 6, 7), (1, 2, 5, 5), (3, 1, 3, 2), (4, 0, 8, 8), (4, 5, 6, 7), (2, 8, 9, 9)]
+    rows = torch.tensor([b for b, *_ in spec])
+    edited = r_ids[rows].clone()
+    first = torch.tensor([s for _, s, _, _ in spec])
+    score_from = torch.tensor([f for *_, f in spec])
+    for i, (_, s, e, _) in enumerate(spec):
+        edited[i, s:e] = 0
+    shapes: list[int] = []
+    head = model.get_output_embeddings().register_forward_hook(lambda _m, _a, out: shapes.append(out.shape[1]))
+    try:
+        full = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro)
+        n_full = sum(shapes)
+        shapes.clear()
+        fast = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro,
+                           score_from=score_from)
+    finally:
+        head.remove()
+    read = (torch.arange(r_ids.shape[1])[None] >= score_from[:, None]) & (r_mask[rows] > 0)
+    torch.testing.assert_close(fast[read], full[read], atol=1e-6, rtol=0)
+    want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
+    torch.testing.assert_close(fast[read], want[read], atol=2e-5, rtol=0)
+    assert sum(shapes) < n_full
+
+
 def test_no_rows_returns_empty():
     model = tiny("qwen3")
     p_ids, p_mask, r_ids, r_mask = batch()
@@ -136,9 +168,9 @@ def test_cf_weights_and_drops_equal_with_and_without_the_prefix_cache(tiny_env):
                   old_logp=torch.zeros_like(r_mask), entropy=torch.zeros_like(r_mask),
                   advantages=torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]), group_ids=src, hidden=None,
                   pad_token_id=tok.pad_token_id, tokenizer=tok, generator=torch.Generator().manual_seed(0))
-    plain = cf_with_spans(CreditBatch(logp_fn=logp_fn, **common))
+    plain = cf_with_spans(CreditBatch(logp_fn=logp_fn, **common), **PRESETS["cf"].knobs)
     cached = cf_with_spans(CreditBatch(logp_fn=None, edit_logp_fn=partial(
-        edited_logp, model, p_ids, p_mask, r_ids, r_mask, full_logp_fn=logp_fn), **common))
+        edited_logp, model, p_ids, p_mask, r_ids, r_mask, full_logp_fn=logp_fn), **common), **PRESETS["cf"].knobs)
     assert len(plain[1]) >= 6 and [r.kind for r in plain[1]] == [r.kind for r in cached[1]]
     assert {r.kind for r in plain[1]} == {"arithmetic", "sentence"}
     for a, b in zip(plain[1], cached[1]):

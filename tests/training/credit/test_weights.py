@@ -277,6 +277,16 @@ from training.credit.cf import (  # noqa: E402
     token_pieces,
 )
 
+from training.presets import PRESETS  # noqa: E402
+
+
+def knobs(**kw):
+    """The ``cf`` preset's knobs (the only place CF's defaults live), with overrides."""
+    return {**PRESETS["cf"].knobs, **kw}
+
+
+SPAN_KW = {"max_spans": 10, "span_stop": "marker", "reasoning_cap": None}
+
 SYNTHETIC = "Let's think step by step. Sam has 7 + 5 = 12 pens. 12 - 3 = 9. \\boxed{9}"
 PAD, EOS = 0, 1
 
@@ -309,7 +319,7 @@ def tokenizer():
 
 def spans_of(text: str, tokenizer, **kw) -> tuple[CFSpans, list[str], list[str], str | None]:
     ids = tokenizer.encode(text, add_special_tokens=False)
-    sp = cf_spans(ids + [EOS, PAD], tokenizer, stop_ids=(PAD, EOS), **kw)
+    sp = cf_spans(ids + [EOS, PAD], tokenizer, stop_ids=(PAD, EOS), **{**SPAN_KW, **kw})
     pieces = token_pieces(ids, tokenizer)
     texts = ["".join(pieces[s:e]).strip() for s, e in sp.spans]
     answer = None if sp.answer_start is None else "".join(pieces[sp.answer_start :]).strip()
@@ -377,10 +387,10 @@ def test_cf_detect_spans_on_hand_pieces():
 
 def test_cf_importance_from_drops():
     # base 0.2; span (0,2) gains 1.0 / 2, span (3,4) loses 0.3 -> min-max to [0.5, 1]
-    imp = importance_from_drops(5, [(0, 2), (3, 4)], [1.0, -0.3])
+    imp = importance_from_drops(5, [(0, 2), (3, 4)], [1.0, -0.3], span_drop="per_token")
     raw = torch.tensor([0.7, 0.7, 0.2, -0.1, 0.2], dtype=torch.float64)
     torch.testing.assert_close(imp, 0.5 + 0.5 * (raw - raw.min()) / (raw.max() - raw.min()))
-    torch.testing.assert_close(importance_from_drops(3, [], []), torch.full((3,), 0.5, dtype=torch.float64))
+    torch.testing.assert_close(importance_from_drops(3, [], [], span_drop="per_token"), torch.full((3,), 0.5, dtype=torch.float64))
 
 
 # ----------------------------------------------------------------------------- CF: weights (stub policy)
@@ -430,7 +440,7 @@ def test_cf_weights_hand_computed_with_stub(tokenizer):
     stub = StubPolicy(tokenizer)
     batch = cf_batch(tokenizer, [SYNTHETIC, "Nothing to see here, no marker at all.", SYNTHETIC],
                      [1.0, -1.0, 1.0], stub)
-    w = cf(batch, boost=4.0, min_weight=0.5, answer_weight=1.5, conserve=False)
+    w = cf(batch, **knobs(boost=4.0, min_weight=0.5, answer_weight=1.5, conserve=False))
     sp, pieces, crit, distract, fmt = synthetic_token_classes(tokenizer)
     n = len(pieces)
     # one logp_fn call; identical completions scored once: 1 unmasked + 3 spans; row 1 has no marker
@@ -447,7 +457,7 @@ def test_cf_weights_hand_computed_with_stub(tokenizer):
     torch.testing.assert_close(w[2], w[0])
     assert (w[:, n + 1 :] == 0).all()  # beyond the response mask
     # span records for the analyses; chunked calls give the same weights
-    w2, records = cf_with_spans(batch, max_rows_per_call=2)
+    w2, records = cf_with_spans(batch, **knobs(max_rows_per_call=2))
     torch.testing.assert_close(w2, w)
     assert [(r.row, r.kind) for r in records] == [(0, "sentence"), (0, "arithmetic"), (0, "arithmetic")]
     n_ans = n + 1 - (sp.answer_start + 1)  # boxed{9} + EOS
@@ -461,8 +471,8 @@ def test_cf_weights_hand_computed_with_stub(tokenizer):
 def test_cf_inverted_reverses_order_and_conserve_normalises(tokenizer):
     sp, pieces, crit, distract, fmt = synthetic_token_classes(tokenizer)
     batch = cf_batch(tokenizer, [SYNTHETIC, SYNTHETIC.replace("Sam", "Al")], [1.0, -1.0], StubPolicy(tokenizer))
-    normal = cf(batch)[0]
-    inverted = cf(batch, mode="inverted")[0]
+    normal = cf(batch, **knobs())[0]
+    inverted = cf(batch, **knobs(mode="inverted"))[0]
     crit_tok = [j for j in crit if j not in fmt]
     dist_tok = [j for j in distract if j not in fmt]
     other = [j for j in range(sp.reasoning_end) if j not in crit and j not in distract and j not in fmt]
@@ -472,7 +482,7 @@ def test_cf_inverted_reverses_order_and_conserve_normalises(tokenizer):
     low, high = torch.tensor(2.25), torch.tensor(4.0)
     assert torch.allclose(inverted[crit_tok], low) and torch.allclose(normal[dist_tok], low)
     assert torch.allclose(inverted[dist_tok], high) and torch.allclose(normal[crit_tok], high)
-    conserved = cf(batch, conserve=True)[0]
+    conserved = cf(batch, **knobs(conserve=True))[0]
     n = len(pieces)
     assert conserved[:n].mean().item() == pytest.approx(1.0, abs=1e-6)
     torch.testing.assert_close(conserved[:n] / conserved[0], normal[:n] / normal[0])
@@ -481,19 +491,19 @@ def test_cf_inverted_reverses_order_and_conserve_normalises(tokenizer):
 def test_cf_skipped_when_advantages_equal_and_random_mode(tokenizer):
     stub = StubPolicy(tokenizer)
     batch = cf_batch(tokenizer, [SYNTHETIC, SYNTHETIC], [0.5, 0.5], stub)
-    torch.testing.assert_close(cf(batch), batch.response_mask)
+    torch.testing.assert_close(cf(batch, **knobs()), batch.response_mask)
     assert stub.calls == 0
     batch = cf_batch(tokenizer, [SYNTHETIC, "Some other text here. #### 3"], [1.0, -1.0], None, seed=3)
-    w1 = cf(batch, mode="random")
+    w1 = cf(batch, **knobs(mode="random"))
     w2 = cf(cf_batch(tokenizer, [SYNTHETIC, "Some other text here. #### 3"], [1.0, -1.0], None, seed=3),
-            mode="random")
+            **knobs(mode="random"))
     torch.testing.assert_close(w1, w2)  # seeded by batch.generator
     sp, pieces, *_ = synthetic_token_classes(tokenizer)
     reasoning = w1[0, : sp.reasoning_end]
     assert (reasoning >= 0.5 * 0.5).all() and (reasoning <= 4.0).all() and reasoning.std() > 0.3
     assert torch.allclose(w1[0, sp.answer_start : len(pieces)], torch.tensor(1.5))
     with pytest.raises(ValueError, match="mode"):
-        cf(batch, mode="bogus")
+        cf(batch, **knobs(mode="bogus"))
 
 
 # ----------------------------------------------------------------------------- CF: tiny real model
@@ -524,8 +534,8 @@ def test_cf_weights_follow_counterfactual_drops_on_real_model(tokenizer, tiny_po
     model, logp_fn = tiny_policy
     texts = [SYNTHETIC, "Let's think step by step. Al has 8 + 4 = 12 cups. 12 - 5 = 7. \\boxed{7}"]
     batch = cf_batch(tokenizer, texts, [1.0, -1.0], logp_fn, R=60)
-    w = cf(batch)
-    w_inv = cf(batch, mode="inverted")
+    w = cf(batch, **knobs())
+    w_inv = cf(batch, **knobs(mode="inverted"))
     for b, text in enumerate(texts):
         ids = tokenizer.encode(text, add_special_tokens=False) + [EOS]
         sp, pieces, _, _ = spans_of(text, tokenizer)
@@ -545,7 +555,7 @@ def test_cf_weights_follow_counterfactual_drops_on_real_model(tokenizer, tiny_po
             masked[s:e] = [PAD] * (e - s)
             drops.append(base - answer_score(masked))
         # the weights are the closed-form mapping of the independently computed drops
-        imp = importance_from_drops(sp.reasoning_end, sp.spans, drops)
+        imp = importance_from_drops(sp.reasoning_end, sp.spans, drops, span_drop="per_token")
         for j, p in enumerate(pieces[: sp.reasoning_end]):
             if p.strip() in ("=", "-"):
                 imp[j] *= 0.1
