@@ -1,0 +1,206 @@
+"""Credit fidelity (issue 16): exact ground truth of the synthetic task, the metrics on constructed cases
+with known answers (ρ = 1 for weights equal to the ground truth, ρ ≈ 0 for random weights, CF > 0 >
+inverted CF), Monte-Carlo importance, and the whole run on a tiny model."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from common.config import config_from_dict
+from common.io import read_jsonl
+from training import data
+from training.credit import CreditBatch, get_token_weight_fn
+from training.credit import fidelity as fd
+from training.credit import importance as gt
+from training.credit import mc_importance as mci
+from training.presets import get_preset
+
+pytestmark = pytest.mark.timeout(300)
+
+S, OP, R, A, SL, F, O = gt.SCAFFOLDING, gt.OPERAND, gt.RESULT, gt.ANSWER, gt.SLIP, gt.FORMAT, gt.OTHER
+Q = "Sam has 7 pens. Sam gets 5 more and then gives away 3. How many pens does Sam have?"
+SCAF = " Let's think step by step."
+
+
+def pieces_of(text: str) -> list[str]:
+    """Word-ish tokens with digits split, as the tiny tokenizer does."""
+    return re.findall(r"\s?\d|\s?[A-Za-z']+|\s?\\boxed|\s?\S", text)
+
+
+def truth(text: str, correct: bool, question: str = Q) -> list[tuple[str, str, float]]:
+    p = pieces_of(text)
+    c, g = gt.synthetic_importance(question, p, correct)
+    return [(x.strip(), cl, v) for x, cl, v in zip(p, c, g) if cl != S]
+
+
+def decisive(rows) -> list[tuple[str, float]]:
+    return [(x, v) for x, _, v in rows if v != 0]
+
+
+# ------------------------------------------------------------------------------ exact ground truth
+
+
+def test_parse_question_and_answer() -> None:
+    q = gt.parse_question("Question: " + Q + "\nAnswer:")
+    assert q == gt.Question(7, (("+", 5), ("-", 3))) and q.answer == 9
+    assert gt.parse_question("What is 2 + 2?") is None
+
+
+def test_right_solution_every_unit_decisive() -> None:
+    rows = truth(SCAF + " 7 + 5 = 12. 12 - 3 = 9. \\boxed{9}", True)
+    assert decisive(rows) == [(x, 1.0) for x in ("7", "+", "5", "1", "2", "1", "2", "-", "3", "9", "9")]
+    assert [cl for x, cl, _ in rows if x in ("=", ".", "\\boxed", "{", "}")] == [F] * 7
+    assert [cl for x, cl, _ in rows if x == "9"] == [R, A]
+
+
+@pytest.mark.parametrize(("text", "slip"), [
+    pytest.param(" 7 + 5 = 13. 13 - 3 = 10. \\boxed{10}", ["1", "3"], id="result slip carried forward"),
+    pytest.param(" 7 + 5 = 12. 13 - 3 = 10. \\boxed{10}", ["1", "3"], id="copy slip: left operand"),
+    pytest.param(" 7 + 4 = 11. 11 - 3 = 8. \\boxed{8}", ["4"], id="operand misread"),
+    pytest.param(" 7 + 5 = 12. 12 - 3 = 9. \\boxed{8}", ["8"], id="boxed value only"),
+])
+def test_wrong_solution_with_one_slip(text: str, slip: list[str]) -> None:
+    rows = truth(SCAF + text, False)
+    assert decisive(rows) == [(x, -1.0) for x in slip]
+    assert [x for x, cl, _ in rows if cl == SL] == slip
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(" 7 + 5 = 13. 13 - 3 = 11. \\boxed{11}", id="two slips"),
+    pytest.param(" 7 + 5 = 12. \\boxed{12}", id="a calculation missing"),
+    pytest.param(" 7 + 5 = 12. 12 - 3 = 9.", id="no boxed answer"),
+    pytest.param(" I do not know. \\boxed{3}", id="no chain"),
+])
+def test_wrong_solution_without_a_single_decisive_token(text: str) -> None:
+    assert decisive(truth(SCAF + text, False)) == []
+
+
+def test_unparseable_question_is_all_other() -> None:
+    rows = truth(SCAF + " 2 + 2 = 4. \\boxed{4}", True, question="What is 2 + 2?")
+    assert {cl for _, cl, _ in rows} == {O} and decisive(rows) == []
+
+
+@pytest.mark.parametrize("slip_prob", [0.0, 1.0])
+def test_generator_solutions(slip_prob: float) -> None:
+    """Every generated solution: right -> +1 exactly on its numbers and operators; slipped -> -1 exactly on
+    the one slipped number (the generator's own error model)."""
+    cfg = dataclasses.replace(config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1],
+                                                "methods": ["dapo"]}, check_presets=False).task,
+                              slip_prob=slip_prob, n_train=60, n_heldout=1)
+    for p in data.make_splits(cfg)[0]:
+        correct = p.solution.endswith(f"{{{p.answer}}}")
+        assert correct == (slip_prob == 0.0)
+        rows = truth(p.solution, correct, p.question)
+        if correct:
+            assert all((v == 1.0) == bool(re.fullmatch(r"\d|[+-]", x)) for x, _, v in rows), rows
+        else:
+            slipped = [x for x, cl, v in rows if v == -1.0]
+            assert slipped and all(cl == SL for x, cl, v in rows if v == -1.0)
+            assert sum(v != 0 for _, _, v in rows) == len(slipped) <= 2  # one number, 1-2 digits
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+def test_spearman_matches_scipy_and_edge_cases() -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=30), rng.integers(0, 3, size=30)
+    assert fd.spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
+    assert fd.spearman([1, 1, 1], [0, 1, 0]) == 0.0  # constant credit: no order
+    assert fd.spearman([1, 2, 3], [0, 0, 0]) is None  # nothing to rank against
+
+
+def test_top_overlap_identity_chance_and_reversal() -> None:
+    g = [0.0] * 17 + [1.0] * 3  # L = 20, k = 2, |D| = 3
+    assert fd.top_overlap(g, g) == 1.0
+    assert fd.top_overlap([1.0] * 20, g) == pytest.approx(3 / 20)  # chance: max(k, |D|) / L
+    assert fd.top_overlap([1.0 - v for v in g], g) == 0.0
+    assert fd.top_overlap([5.0] + [0.0] * 19, [1.0] + [0.0] * 19) == 1.0  # |D| < k: recall of D
+    assert fd.top_overlap([0.0, 1.0], [1.0, 1.0]) is None
+
+
+def test_effective_credit_is_advantage_times_weight_times_normaliser() -> None:
+    adv = torch.tensor([1.0, -0.5, 2.0])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]]).float()
+    w = torch.tensor([[1.0, 2.0, 0.5, 9.0], [1.5, 1.0, 9.0, 9.0], [1.0, 1.0, 1.0, 1.0]])
+    c = fd.effective_credit(get_preset("dapo"), adv, w, mask, max_len=4)  # token_mean over 5 tokens
+    torch.testing.assert_close(c, adv[:, None] * w * mask / 5)
+    c = fd.effective_credit(get_preset("grpo"), adv, w, mask, max_len=4)  # seq mean of token means, 2 seqs
+    torch.testing.assert_close(c, adv[:, None] * w * mask / mask.sum(-1, keepdim=True).clamp(min=1) / 2)
+    c = fd.effective_credit(get_preset("dr_grpo"), adv, w, mask, max_len=4)
+    torch.testing.assert_close(c, adv[:, None] * w * mask / (4 * 2))
+
+
+def synthetic_batch(n: int, seed: int = 0):
+    """n generated solutions of the default task (about half slipped), as token pieces with their exact
+    importance; advantages: +1 for right, -1 for wrong solutions."""
+    cfg = dataclasses.replace(config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1],
+                                                "methods": ["dapo"]}, check_presets=False).task,
+                              n_train=n, n_heldout=1, seed=seed)
+    rows = []
+    for p in data.make_splits(cfg)[0]:
+        correct = p.solution.endswith(f"{{{p.answer}}}")
+        pieces = pieces_of(p.solution)
+        rows.append((pieces, gt.synthetic_importance(p.question, pieces, correct)[1], correct))
+    L = max(len(p) for p, _, _ in rows)
+    mask = torch.zeros(len(rows), L)
+    g = torch.zeros(len(rows), L)
+    for i, (p, imp, _) in enumerate(rows):
+        mask[i, : len(p)] = 1.0
+        g[i, : len(p)] = torch.tensor(imp)
+    adv = torch.tensor([1.0 if c else -1.0 for _, _, c in rows])
+    return rows, mask, g, adv
+
+
+def test_weights_equal_to_the_ground_truth_give_rho_one() -> None:
+    rows, mask, g, adv = synthetic_batch(40)
+    credit = fd.effective_credit(get_preset("dapo"), adv, g.abs(), mask, max_len=mask.shape[1])
+    recs = fd.batch_fidelity(1, credit, [imp for _, imp, _ in rows], mask, adv)
+    assert len(recs) == 40 and 0 < sum(r.rho is not None for r in recs) <= 40
+    assert all(r.rho == pytest.approx(1.0) for r in recs if r.rho is not None)
+    assert all(r.overlap == pytest.approx(1.0) for r in recs if r.overlap is not None)
+    summary = fd.summarise(recs, n_boot=200, seed=0)
+    assert summary["rho"] == pytest.approx(1.0) and summary["decisive_share"] == pytest.approx(1.0)
+    # the sign matters: w = g itself flips the credit of wrong responses (A < 0, g <= 0)
+    flipped = fd.batch_fidelity(1, fd.effective_credit(get_preset("dapo"), adv, g, mask, max_len=mask.shape[1]),
+                                [imp for _, imp, _ in rows], mask, adv)
+    assert any(r.rho == pytest.approx(-1.0) for r in flipped if r.rho is not None)
+
+
+def test_uniform_and_random_weights_give_rho_zero_within_interval() -> None:
+    rows, mask, g, adv = synthetic_batch(300, seed=3)
+    imps = [imp for _, imp, _ in rows]
+    batch = CreditBatch(prompt_ids=torch.ones(len(rows), 2, dtype=torch.long), prompt_mask=torch.ones(len(rows), 2),
+                        response_ids=torch.ones(mask.shape, dtype=torch.long), response_mask=mask,
+                        old_logp=torch.zeros(mask.shape), entropy=torch.zeros(mask.shape), advantages=adv,
+                        group_ids=torch.arange(len(rows)) // 4, hidden=None, pad_token_id=0, tokenizer=None,
+                        logp_fn=None, generator=torch.Generator().manual_seed(7))
+    preset = get_preset("delta_random")
+    w = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
+    s = fd.summarise(fd.batch_fidelity(1, fd.effective_credit(preset, adv, w, mask, 64), imps, mask, adv),
+                     n_boot=500, seed=0)
+    assert s["rho_lo"] < 0 < s["rho_hi"] and s["rho_hi"] - s["rho_lo"] < 0.2
+    share = s["decisive_token_share"]
+    assert s["decisive_share_lo"] < share < s["decisive_share_hi"]
+    u = fd.summarise(fd.batch_fidelity(1, fd.effective_credit(get_preset("dapo"), adv, mask, mask, 64), imps,
+                                       mask, adv), n_boot=100, seed=0)
+    assert u["rho"] == 0.0 and u["decisive_share"] == pytest.approx(u["decisive_token_share"])
+
+
+def test_bootstrap_resamples_seeds() -> None:
+    def recs(seed, rho, n=30):
+        return [fd.ResponseFidelity(seed, rho + 0.01 * (j % 3), None, 1.0, 2.0, 4, 2) for j in range(n)]
+
+    one = fd.bootstrap(recs(1, 0.5) + recs(1, 0.5), n_boot=300, seed=0)["rho"]
+    two = fd.bootstrap(recs(1, 0.0) + recs(2, 1.0), n_boot=300, seed=0)["rho"]
+    assert one[1] - one[0] < 0.02 and two[1] - two[0] > 0.5  # between-seed spread enters the interval
+    assert fd.bootstrap(recs(1, 0.5), n_boot=50, seed=4) == fd.bootstrap(recs(1, 0.5), n_boot=50, seed=4)
+    assert fd.bootstrap([], n_boot=50, seed=0)["rho"] == (None, None)
