@@ -204,3 +204,115 @@ def test_bootstrap_resamples_seeds() -> None:
     assert one[1] - one[0] < 0.02 and two[1] - two[0] > 0.5  # between-seed spread enters the interval
     assert fd.bootstrap(recs(1, 0.5), n_boot=50, seed=4) == fd.bootstrap(recs(1, 0.5), n_boot=50, seed=4)
     assert fd.bootstrap([], n_boot=50, seed=0)["rho"] == (None, None)
+
+
+# ------------------------------------------------------------------------------ CF vs inverted CF
+
+
+def right_and_slipped(question: str) -> tuple[str, str]:
+    """The worked solution of a synthetic question, and the same with its first result one too high
+    (carried forward, as the generator's slips)."""
+    q = gt.parse_question(question)
+    out = []
+    for slip in (0, 1):
+        value, spans = q.start, []
+        for k, (op, b) in enumerate(q.steps):
+            r = (value + b if op == "+" else value - b) + (slip if k == 0 else 0)
+            spans.append(f"{value} {op} {b} = {r}.")
+            value = r
+        out.append(f" {data.SCAFFOLD} " + " ".join(spans) + f" \\boxed{{{value}}}")
+    return out[0], out[1]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_env):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")
+
+
+def encode_rows(tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    rows = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+    mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in rows])
+    return ids, mask
+
+
+def test_cf_rho_positive_inverted_cf_negative(tokenizer) -> None:
+    """A policy whose answer depends on the calculations (masking one costs 2 nats of answer log-prob,
+    masking the scaffold nothing): CF's credit ranks with the exact importance, inverted CF against it."""
+    right, wrong = right_and_slipped(Q)
+    texts = [right, wrong, right, wrong]
+    ids, mask = encode_rows(tokenizer, texts)
+    eq = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(" =")[-1])
+
+    def logp_fn(p_ids, p_mask, r_ids, r_mask):
+        n_eq = ((r_ids == eq) & (r_mask > 0)).sum(-1, keepdim=True).float()  # 2 unless a calculation is masked
+        return (-0.5 - 2.0 * (2 - n_eq)).expand(r_ids.shape).clone()
+
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    batch = CreditBatch(prompt_ids=torch.ones(4, 2, dtype=torch.long), prompt_mask=torch.ones(4, 2, dtype=torch.long),
+                        response_ids=ids, response_mask=mask, old_logp=torch.zeros(mask.shape),
+                        entropy=torch.zeros(mask.shape), advantages=adv, group_ids=torch.zeros(4, dtype=torch.long),
+                        hidden=None, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
+                        generator=torch.Generator().manual_seed(0))
+    from training.credit.cf import token_pieces
+
+    imps = [gt.synthetic_importance(Q, token_pieces(ids[i, : int(mask[i].sum())].tolist(), tokenizer),
+                                    adv[i] > 0)[1] for i in range(4)]
+    assert sum(v == -1 for v in imps[1]) >= 1 and sum(v == 1 for v in imps[0]) >= 9
+    rho = {}
+    for name in ("cf", "cf_inverted"):
+        preset = get_preset(name)
+        w = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
+        recs = fd.batch_fidelity(1, fd.effective_credit(preset, adv, w, mask, 64), imps, mask, adv)
+        assert all(r.rho is not None for r in recs)
+        rho[name] = [r.rho for r in recs]
+    assert all(r > 0.2 for r in rho["cf"]) and all(r < -0.1 for r in rho["cf_inverted"]), rho
+
+
+# ------------------------------------------------------------------------------ Monte-Carlo importance
+
+
+def test_importance_from_values_by_hand() -> None:
+    imp, se = mci.importance_from_values([0.25, 0.5, 1.0], [0.1, 0.2, 0.0])
+    assert imp == [0.25, 0.5] and se == pytest.approx([math.sqrt(0.05), 0.2])
+    assert mci.binomial_se(0.5, 4) == 0.25 and mci.binomial_se(1.0, 4) == 0.0
+
+
+def test_mc_values_with_a_known_policy(tokenizer) -> None:
+    """Continuations that stop at once: P(correct | prefix) = 1 iff the prefix already holds the boxed gold,
+    so the importance is 1 exactly at the token that completes it and 0 elsewhere (se 0)."""
+    right, _ = right_and_slipped(Q)
+    resp = tokenizer(right, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    calls = []
+
+    def sampler(model, tok, ids, mask, *, n, temperature, top_p, max_new_tokens, generator_seed):
+        calls.append((ids.shape[0], n, max_new_tokens))
+        return torch.full((ids.shape[0] * n, 3), tok.eos_token_id)
+
+    def reward(text, gold, *, timeout_s):
+        return float("\\boxed{9}" in text)
+
+    imp, se = mci.mc_importance(None, tokenizer, [5, 6], resp, "9", 1.0, k=3, temperature=1.0, top_p=1.0,
+                                max_new_tokens=64, seed=0, reward_fn=reward, timeout_s=1.0, prefixes_per_call=8,
+                                sampler=sampler)
+    pieces = [tokenizer.decode([t]) for t in resp]
+    j = next(t for t in range(len(resp)) if "\\boxed{9}" in "".join(pieces[: t + 1]))
+    assert imp == [1.0 if t == j else 0.0 for t in range(len(resp))] and set(se) == {0.0}
+    assert [c[0] for c in calls] == [8] * (len(resp) // 8) + ([len(resp) % 8] if len(resp) % 8 else [])
+    assert all(c[1] == 3 for c in calls) and calls[0][2] == 64
+
+
+def test_mc_values_on_a_real_model_are_probabilities_and_seeded(tiny_env, tokenizer) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_env["model"]).eval()
+    resp = tokenizer(" 7 + 5 = 12.", add_special_tokens=False)["input_ids"]
+    kw = dict(k=2, temperature=1.0, top_p=1.0, max_new_tokens=12, seed=3, reward_fn=lambda t, g, timeout_s: float(
+        len(t) % 2 == 0), timeout_s=1.0)
+    v, se = mci.mc_values(model, tokenizer, [5, 6, 7], resp, "9", 0.0, **kw)
+    assert len(v) == len(resp) + 1 and v[-1] == 0.0 and all(x in (0.0, 0.5, 1.0) for x in v)
+    assert all(s == pytest.approx(mci.binomial_se(x, 2)) for x, s in zip(v, se))
+    assert (v, se) == mci.mc_values(model, tokenizer, [5, 6, 7], resp, "9", 0.0, **kw)
