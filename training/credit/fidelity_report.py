@@ -17,13 +17,13 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from common.io import write_text_atomic  # noqa: E402
-from evaluation.plots import RC, save  # noqa: E402
-from training.credit.analysis import to_csv  # noqa: E402
-from training.credit.fidelity import ResponseFidelity, summarise  # noqa: E402
+from common.io import write_text_atomic
+from evaluation.plots import RC, save
+from training.credit.analysis import to_csv
+from training.credit.fidelity import ResponseFidelity, summarise
 
 METRICS = (("rho", "Spearman ρ(credit, importance)"), ("decisive_share", "credit share on decisive tokens"),
            ("overlap", "top-q overlap"))
@@ -139,7 +139,7 @@ def snr_rows(runs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[di
         acc["runs"].append(1.0)
         for m in metrics:
             v = m.get("grad_snr_head")
-            if v is not None and not math.isnan(v):
+            if v is not None and math.isfinite(v):
                 acc["snr"].append(float(v)), acc["norm"].append(float(m["grad_norm_head"]))
     out = []
     for label, acc in pooled.items():

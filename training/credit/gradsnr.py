@@ -38,20 +38,21 @@ def head_group_gradients(hidden: torch.Tensor, head_weight: torch.Tensor, respon
     return out.index_add_(0, inverse, per_response)
 
 
-def snr_of(grads: torch.Tensor) -> dict[str, float]:
-    """snr (module docstring), the head gradient's norm and the noise trace of n per-group gradients."""
+def snr_of(grads: torch.Tensor) -> dict[str, float | None]:
+    """snr (module docstring), the head gradient's norm and the noise trace of n per-group gradients; snr is
+    None (JSON null) when undefined: one group, or no noise (every group's gradient equal, e.g. all 0)."""
     n = grads.shape[0]
     flat = grads.reshape(n, -1).double()
     mean = flat.mean(0)
     signal = float(mean.pow(2).sum())
-    noise = float((flat - mean).pow(2).sum() / (n - 1)) / n if n > 1 else float("nan")
-    return {"grad_snr_head": signal / noise if noise > 0 else float("nan"),
+    noise = float((flat - mean).pow(2).sum() / (n - 1)) / n if n > 1 else 0.0
+    return {"grad_snr_head": signal / noise if noise > 0 else None,
             "grad_norm_head": float(flat.sum(0).norm()), "grad_noise_head": noise}
 
 
 def step_gradient_snr(preset, hidden: torch.Tensor, head_weight: torch.Tensor, response_ids: torch.Tensor,
                       advantages: torch.Tensor, weights: torch.Tensor, loss_mask: torch.Tensor,
-                      group_ids: torch.Tensor, max_len: int) -> dict[str, float]:
+                      group_ids: torch.Tensor, max_len: int) -> dict[str, float | None]:
     """The metrics.jsonl fields of one RL step (called by ``training.rl`` after phase 4)."""
     with torch.no_grad():
         credit = effective_credit(preset, advantages, weights, loss_mask, max_len)

@@ -26,8 +26,8 @@ A token takes the class and importance of its first non-whitespace character (as
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from training.data import SCAFFOLD
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import re
 
 import numpy as np
@@ -176,7 +175,7 @@ def test_weights_equal_to_the_ground_truth_give_rho_one() -> None:
 
 
 def test_uniform_and_random_weights_give_rho_zero_within_interval() -> None:
-    rows, mask, g, adv = synthetic_batch(300, seed=3)
+    rows, mask, _, adv = synthetic_batch(300, seed=3)
     imps = [imp for _, imp, _ in rows]
     batch = CreditBatch(prompt_ids=torch.ones(len(rows), 2, dtype=torch.long), prompt_mask=torch.ones(len(rows), 2),
                         response_ids=torch.ones(mask.shape, dtype=torch.long), response_mask=mask,
@@ -316,3 +315,105 @@ def test_mc_values_on_a_real_model_are_probabilities_and_seeded(tiny_env, tokeni
     assert len(v) == len(resp) + 1 and v[-1] == 0.0 and all(x in (0.0, 0.5, 1.0) for x in v)
     assert all(s == pytest.approx(mci.binomial_se(x, 2)) for x, s in zip(v, se))
     assert (v, se) == mci.mc_values(model, tokenizer, [5, 6, 7], resp, "9", 0.0, **kw)
+
+
+# ------------------------------------------------------------------------------ gradient SNR
+
+
+def test_head_gradients_match_autograd_of_the_trainers_loss() -> None:
+    """The closed form sum_t c_t (e - p) h^T equals -dL/dW of per_token_loss + aggregate through a softmax head."""
+    from training import losses
+    from training.credit import gradsnr
+
+    g = torch.Generator().manual_seed(0)
+    B, R, H, V = 6, 5, 4, 7
+    h, W = torch.randn(B, R, H, generator=g), torch.randn(V, H, generator=g, requires_grad=True)
+    ids = torch.randint(0, V, (B, R), generator=g)
+    mask = (torch.rand(B, R, generator=g) > 0.2).float()
+    adv, w = torch.randn(B, generator=g), torch.rand(B, R, generator=g) + 0.5
+    groups = torch.arange(B) // 2
+    preset = get_preset("grpo")
+    logp = torch.log_softmax(h @ W.T, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    per_token, _ = losses.per_token_loss(logp, logp.detach(), adv, w, eps_low=0.2, eps_high=0.2, dual_clip_c=None,
+                                         kl_beta=0.0, weights_on_kl=False)
+    loss = losses.aggregate(per_token, mask, preset.aggregation, num_tokens=float(mask.sum()),
+                            num_seqs=float((mask.sum(-1) > 0).sum()))
+    (grad,) = torch.autograd.grad(loss, W)
+    credit = fd.effective_credit(preset, adv, w, mask, R)
+    G = gradsnr.head_group_gradients(h, W, ids, credit, groups)
+    assert G.shape == (3, V, H)
+    torch.testing.assert_close(G.sum(0), -grad, atol=1e-5, rtol=1e-4)
+    out = gradsnr.step_gradient_snr(preset, h, W, ids, adv, w, mask, groups, R)
+    assert out["grad_norm_head"] == pytest.approx(float(grad.norm()), rel=1e-4) and out["grad_snr_head"] > 0
+
+
+def test_snr_pure_noise_near_one_and_pure_signal_large() -> None:
+    from training.credit.gradsnr import snr_of
+
+    g = torch.Generator().manual_seed(1)
+    noise = [snr_of(torch.randn(16, 8, 8, generator=g))["grad_snr_head"] for _ in range(200)]
+    assert 0.8 < float(np.mean(noise)) < 1.2  # E||mean||^2 = tr Σ / n: about 1 without signal
+    signal = snr_of(torch.ones(16, 8, 8) + 0.01 * torch.randn(16, 8, 8, generator=g))["grad_snr_head"]
+    assert signal > 1000
+    assert snr_of(torch.zeros(4, 2, 2))["grad_snr_head"] is None and snr_of(torch.ones(1, 2))["grad_snr_head"] is None
+
+
+def test_rl_loop_logs_gradient_snr(tiny_env, tmp_path) -> None:
+    from training.rl import train
+
+    cfg = tiny_env["cfg"]
+    train(cfg, get_preset("dapo"), seed=5, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]),
+          run_dir=str(tmp_path), reward_fn=lambda t, g, timeout_s: float(sum(c.isdigit() for c in t) % 2 == 0))
+    rows = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(rows) == cfg.rl.steps and all("grad_snr_head" in r and r["grad_norm_head"] >= 0 for r in rows)
+
+
+# ------------------------------------------------------------------------------ the whole run
+
+
+def known_sampler(problems: list[dict]):
+    """A ``sample_hf`` stand-in: per group, rows alternate the right worked solution and a slipped one."""
+    by_prompt = {p["prompt"]: p for p in problems}
+
+    def sampler(model, tokenizer, prompt_ids, prompt_mask, *, n, temperature, top_p, max_new_tokens, generator_seed):
+        rows = []
+        for prompt in tokenizer.batch_decode(prompt_ids, skip_special_tokens=True):
+            pair = right_and_slipped(by_prompt[prompt]["question"])
+            rows += [tokenizer(pair[k % 2], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                     for k in range(n)]
+        width = max(map(len, rows))
+        return torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+
+    return sampler
+
+
+def test_run_writes_tables_figure_and_records(tiny_env, tmp_path) -> None:
+    from training.credit import fidelity_run
+
+    raw = dict(tiny_env["cfg"].raw, rl={**tiny_env["cfg"].raw["rl"], "max_new_tokens": 96},
+               fidelity={"bootstrap": 50, "mc": {"enabled": True, "k": 2, "responses": 1}})
+    cfg = config_from_dict(raw)
+    model = str(tiny_env["model"])
+    rows = [(f"{p}@sft", p, model, s) for p in ("dapo", "delta_random", "cf") for s in (1, 2)]
+    metrics = tmp_path / "m.jsonl"
+    metrics.write_text('{"step": 0, "grad_snr_head": 2.0, "grad_norm_head": 0.5}\n'
+                       '{"step": 1, "grad_snr_head": null, "grad_norm_head": 0.0}\n')
+    table = fidelity_run.run(cfg, rows, train_path=tiny_env["train"], out_dir=tmp_path / "out",
+                             metrics=[("dapo", str(metrics))], sampler=known_sampler(read_jsonl(tiny_env["train"])))
+    n = 2 * cfg.rl.prompts_per_step * cfg.rl.group_size  # two seeds; every group has 2 right, 2 slipped
+    by = {r["label"]: r for r in table}
+    assert list(by) == ["dapo@sft", "delta_random@sft", "cf@sft"]
+    assert all(r["n_responses"] == n == r["n_rho"] and r["seeds"] == "1 2" for r in table)
+    assert by["dapo@sft"]["rho"] == 0.0  # uniform credit: no order; decisive share = token share
+    # (equal only within a seed: token_mean's normaliser is each batch's own token count)
+    assert by["dapo@sft"]["decisive_share"] == pytest.approx(by["dapo@sft"]["decisive_token_share"], rel=0.01)
+    assert by["cf@sft"]["n_mc"] == 2 and "rho_mc" in by["delta_random@sft"]
+    out = tmp_path / "out"
+    md = (out / "credit_fidelity.md").read_text()
+    assert md.count("\n| ") == 1 + 3 and "ρ vs MC" in md
+    assert (out / "credit_fidelity.csv").read_text().splitlines()[0].startswith("label,preset,checkpoint,rho,")
+    assert (out / "credit_fidelity.png").stat().st_size > 1000 and (out / "credit_fidelity.pdf").is_file()
+    recs = read_jsonl(out / "records.jsonl")
+    assert sum(r["truth"] == "exact" for r in recs) == 3 * n and sum(r["truth"] == "mc" for r in recs) == 2
+    snr = (out / "gradient_snr.md").read_text()
+    assert "| dapo | 1 | 1 | 2 ± – | 2 | 0.5 |" in snr
