@@ -93,6 +93,7 @@ def fidelity_markdown(rows: Sequence[Mapping[str, Any]], top_fraction: float, n_
 def fidelity_figure(rows: Sequence[Mapping[str, Any]], stem: Path, top_fraction: float) -> list[Path]:
     """Three panels (ρ, decisive share, top-q overlap), one line per row with its interval."""
     n = sorted({r["n_responses"] for r in rows})
+    n_rho = sorted({r["n_rho"] for r in rows})
     seeds = sorted({s for r in rows for s in r["seeds"].split()})
     with plt.rc_context(RC):
         fig, axes = plt.subplots(1, 3, figsize=(11, 0.45 * len(rows) + 1.6), sharey=True, constrained_layout=True)
@@ -116,8 +117,9 @@ def fidelity_figure(rows: Sequence[Mapping[str, Any]], stem: Path, top_fraction:
         axes[1].text(0.02, 0.02, "| = decisive token share (uniform credit)", transform=axes[1].transAxes,
                      fontsize=7, color="tab:red")
         fig.suptitle(f"Credit fidelity vs exact token importance · responses per row n = "
-                     f"{'/'.join(map(str, n))} · seeds {', '.join(seeds)} · 95 % bootstrap CI "
-                     "(blue: final checkpoints, grey: SFT checkpoint)", fontsize=9)
+                     f"{'/'.join(map(str, n))} (with a decisive token, ρ defined: {'/'.join(map(str, n_rho))}) · "
+                     f"seeds {', '.join(seeds)} · 95 % bootstrap CI (blue: final checkpoints, grey: SFT)",
+                     fontsize=9)
         return save(fig, stem)
 
 
