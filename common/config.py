@@ -143,6 +143,39 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
+class MCConfig:
+    """Monte-Carlo token importance (``training.credit.mc_importance``), opt-in."""
+
+    enabled: bool
+    k: int
+    responses: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class FidelityConfig:
+    """Credit fidelity tables and per-step gradient diagnostics (``training.credit.fidelity_run``)."""
+
+    enabled: bool
+    controls: tuple[str, ...]
+    seeds: tuple[int, ...] | None
+    batches: int
+    top_fraction: float
+    bootstrap: int
+    bootstrap_seed: int
+    grad_snr: bool
+    mc: MCConfig
+
+
+def _build_fidelity(section: Mapping[str, Any]) -> FidelityConfig:
+    s = dict(section)
+    s["controls"] = tuple(s["controls"])
+    s["seeds"] = None if s["seeds"] is None else tuple(s["seeds"])
+    s["mc"] = _build(MCConfig, s["mc"])
+    return _build(FidelityConfig, s)
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     torch_threads: int
     device: str
@@ -237,6 +270,7 @@ class Config:
     runtime: RuntimeConfig
     train_data: TrainDataConfig
     scale: ScaleConfig
+    fidelity: FidelityConfig
     raw: Mapping[str, Any]
     """The validated dict with defaults filled (hashed into manifests)."""
 
@@ -340,6 +374,7 @@ def config_from_dict(raw: Mapping[str, Any], *, check_presets: bool = True) -> C
         runtime=_build(RuntimeConfig, data["runtime"]),
         train_data=_build(TrainDataConfig, data["train_data"]),
         scale=_build_scale(data["scale"]),
+        fidelity=_build_fidelity(data["fidelity"]),
         raw=data,
     )
 

@@ -49,6 +49,7 @@ from training.presets import Preset, get_preset
 from common.runtime import seed_everything, setup_runtime
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.credit import CreditBatch, get_token_advantage_fn, get_token_weight_fn
+from training.credit.gradsnr import step_gradient_snr
 
 
 
@@ -312,7 +313,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             rewards, advantages, loss_mask = shape_rewards(preset, ro, rl.max_new_tokens)
         # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
         with timer("old_logp"):
-            old = old_forward(model, ro, rl.micro_batch_size, capture_hidden=preset.needs_hidden,
+            old = old_forward(model, ro, rl.micro_batch_size,
+                              capture_hidden=preset.needs_hidden or cfg.fidelity.grad_snr,  # gradsnr reads h
                               ref_model=ref_model, keep_kv=preset.needs_kv, sum_pi_sq=preset.needs_sum_pi_sq)
             old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
@@ -329,6 +331,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
                 loss_adv = token_advantages(preset, credit)  # [B] or, for OTB / KTAE, [B, R]
             del old, credit  # free the kept keys/values before the update
+            diag = step_gradient_snr(preset, hidden, model.get_output_embeddings().weight, response_ids, advantages,
+                                     weights, loss_mask, group_ids, rl.max_new_tokens) if cfg.fidelity.grad_snr else {}
         # ---- 5. update ------------------------------------------------------------------------------
         with timer("update"):
             model.train()
@@ -382,7 +386,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             "weight_std": float(weights[loss_mask > 0].std()) if loss_mask.sum() > 1 else 0.0,
             "time": seconds, "tokens_generated": int(response_mask.sum()), "tokens_trained": int(loss_mask.sum()),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "wall_clock": wall_offset + time.perf_counter() - t_start, **stats,
+            "wall_clock": wall_offset + time.perf_counter() - t_start, **stats, **diag,
         })
         if step % 10 == 0 or done == rl.steps:
             print(f"[{preset.name} seed {seed}] step {done}/{rl.steps} acc {float(correct.mean()):.3f} "

@@ -70,7 +70,7 @@ def analysis_targets() -> list[str]:
 
 def all_outputs() -> list[str]:
     tables = [f"{OUT}/tables/main.md", f"{OUT}/tables/wallclock.md", f"{OUT}/figures"]
-    return eval_targets() + tables + analysis_targets() + real_outputs()
+    return eval_targets() + tables + analysis_targets() + real_outputs() + fidelity_outputs()  # fidelity.smk
 
 
 def model_for_eval(wildcards) -> str:

@@ -2,6 +2,7 @@ rule report:
     input:
         summaries=eval_targets(),
         metrics=[f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods for s in CFG.seeds],
+        fidelity=fidelity_outputs(),  # fidelity.smk; copied into tables/ and figures/ below
     output:
         main=f"{OUT}/tables/main.md",
         wallclock=f"{OUT}/tables/wallclock.md",
@@ -20,7 +21,7 @@ rule report:
     shell:
         "{PY} -m evaluation.report --results {OUT} --out {OUT}/tables --baseline {params.baseline} "
         "--audit-max-samples {params.audit} "
-        "--plots --figures {OUT}/figures > {log} 2>&1"
+        "--plots --figures {OUT}/figures > {log} 2>&1" + fidelity_copy()
 
 
 if REAL_SETS:

@@ -1,0 +1,61 @@
+# Credit fidelity (issue 16, training.credit.fidelity_run): effective per-token credit of every trained
+# preset (final checkpoints, each seed) and of the controls on the shared SFT checkpoint, against exact
+# token importance; plus the per-step LM-head gradient SNR table. Synthetic task only. The report rule
+# copies the tables and figure into tables/ and figures/ (its directory outputs).
+from training.presets import get_preset  # noqa: E402
+
+FIDELITY_DIR = f"{OUT}/fidelity"
+
+
+def fidelity_rows() -> list[tuple[str, str, str, int]]:
+    """(label, preset, model folder, seed) per probed checkpoint; empty when disabled or not synthetic."""
+    fid = CFG.fidelity
+    if not fid.enabled or DATA_MODULE != "training.data":
+        return []
+    seeds = fid.seeds or CFG.seeds
+    rows = [(m, m, f"{OUT}/runs/{m}/seed{s}/checkpoints/step{CFG.rl.steps}", s) for m in CFG.methods for s in seeds]
+    for name in fid.controls:
+        get_preset(name)  # an unknown control fails here, before anything runs
+        rows += [(f"{name}@sft", name, f"{OUT}/models/sft", s) for s in seeds]
+    return rows
+
+
+FIDELITY_ROWS = fidelity_rows()
+FIDELITY_TABLES = [f"{FIDELITY_DIR}/{n}.{e}" for n in ("credit_fidelity", "gradient_snr") for e in ("md", "csv")]
+FIDELITY_FIGURES = [f"{FIDELITY_DIR}/credit_fidelity.{e}" for e in ("png", "pdf")]
+
+
+def fidelity_outputs() -> list[str]:
+    return FIDELITY_TABLES + FIDELITY_FIGURES if FIDELITY_ROWS else []
+
+
+def fidelity_copy() -> str:
+    """Shell suffix of the report rule: copy the fidelity tables and figure into its directories."""
+    if not FIDELITY_ROWS:
+        return ""
+    return (f" && cp {' '.join(FIDELITY_TABLES)} {OUT}/tables/ && cp {' '.join(FIDELITY_FIGURES)} {OUT}/figures/")
+
+
+if FIDELITY_ROWS:
+
+    rule credit_fidelity:
+        input:
+            models=sorted({model for _, _, model, _ in FIDELITY_ROWS}),
+            train=f"{OUT}/data/train.jsonl",
+            metrics=[f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods for s in CFG.seeds],
+        output:
+            tables=FIDELITY_TABLES,
+            figures=FIDELITY_FIGURES,
+            records=f"{FIDELITY_DIR}/records.jsonl",
+        params:
+            rows=" ".join(f"--row {lab} {p} {model} {s}" for lab, p, model, s in FIDELITY_ROWS),
+            metrics=" ".join(f"--metrics {m} {OUT}/runs/{m}/seed{s}/metrics.jsonl"
+                             for m in CFG.methods for s in CFG.seeds),
+        log:
+            f"{OUT}/logs/credit_fidelity.log",
+        conda:
+            "../../envs/eval.yaml"
+        threads: 1
+        shell:
+            "{PY} -m training.credit.fidelity_run --config {CONFIG_FILE} --train {input.train} "
+            "--out-dir {FIDELITY_DIR} {params.rows} {params.metrics} > {log} 2>&1"
