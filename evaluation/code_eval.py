@@ -38,7 +38,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, REPO_ROOT, BenchmarkIntegrityError, sha256_file
+from evaluation.benchmarks import (
+    BENCHMARKS,
+    DEFAULT_DATA_DIR,
+    REPO_ROOT,
+    BenchmarkIntegrityError,
+    sha256_file,
+)
 from evaluation.code_compare import FormatError, check_outputs, split_frames
 from evaluation.code_sandbox import WORK, Cgroup, Sandbox, SandboxDied, job_for, sandbox_uid, worker_paths
 from evaluation.code_truth import expected_outputs, problems_for

@@ -21,7 +21,6 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from common.io import copy_file_atomic, write_text_atomic
 from evaluation.benchmarks import REPO_ROOT

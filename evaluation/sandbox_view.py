@@ -84,6 +84,11 @@ def build_root(binds: Sequence[str], *, work: str, uid: int, hide: Sequence[str]
     new = "/tmp"  # any directory will do: the host's /tmp stays as it is, hidden only in this namespace
     try:
         _tmpfs(new, "mode=0755,size=4m")
+        # scratch first: a named path below /tmp (a checkout in mktemp -d) is then bound on top of it
+        _tmpfs(new + "/dev", "mode=0755,size=64k")
+        for path, size in SCRATCH.items():
+            _tmpfs(new + path, f"mode=1777,size={size}")
+        _tmpfs(new + work, f"mode=0700,uid={uid},gid={uid},size={work_size}")
         for p in wanted:  # parents before children, so a nested bind is not hidden by its parent's
             _bind_ro(fds[p], new + p)
     finally:
@@ -94,7 +99,6 @@ def build_root(binds: Sequence[str], *, work: str, uid: int, hide: Sequence[str]
     for h in hide:
         if os.path.isdir(new + h):
             _tmpfs(new + h, "mode=0555,size=4k", MS_NOSUID | MS_NODEV | MS_RDONLY)
-    _tmpfs(new + "/dev", "mode=0755,size=64k")
     for dev in DEVICES:
         fd = os.open("/dev/" + dev, os.O_PATH)
         try:
@@ -105,9 +109,6 @@ def build_root(binds: Sequence[str], *, work: str, uid: int, hide: Sequence[str]
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{new}/dev/{name}")
-    for path, size in SCRATCH.items():
-        _tmpfs(new + path, f"mode=1777,size={size}")
-    _tmpfs(new + work, f"mode=0700,uid={uid},gid={uid},size={work_size}")
     os.makedirs(new + "/proc", mode=0o555, exist_ok=True)
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     _mount("none", new, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
