@@ -1,4 +1,4 @@
-"""The code-eval sandbox reaches the interpreter, venv and checkout below 0700 directories, and nothing else.
+"""The code-eval sandbox's root: the named paths (also below 0700 directories) read-only, and nothing else.
 
 pytest's own tmp dirs sit below ``/tmp/pytest-of-<user>`` (mode 0700): the layout a ``mktemp -d`` clone has.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from evaluation.benchmarks import DEFAULT_DATA_DIR, REPO_ROOT
-from evaluation.sandbox_view import blocking_dir
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -61,36 +60,27 @@ def _layout(root: Path) -> tuple[Path, Path]:
     return secret / "inner", secret / "other"
 
 
-def test_blocking_dir_is_the_shallowest_non_traversable_ancestor(open_dir: Path) -> None:
-    inner, other = _layout(open_dir)
-    (inner / "deeper").chmod(0o700)
-    (inner / "deeper" / "x").mkdir()
-    assert blocking_dir([inner / "deeper" / "x", other]) == open_dir / "secret"
-    assert blocking_dir([open_dir / "secret"]) is None  # a path's own mode is not its ancestors' business
-    assert blocking_dir([Path("/usr/bin")]) is None
-    open_dir.chmod(0o700)
-    assert blocking_dir([inner / "deeper" / "x", other]) == open_dir
-
-
 @needs_mountns
-def test_only_the_named_paths_become_reachable_and_the_host_is_untouched(open_dir: Path) -> None:
+def test_the_sandbox_root_shows_only_the_named_paths_read_only(open_dir: Path) -> None:
     inner, other = _layout(open_dir)
-    (inner / "deeper").chmod(0o700)  # covered in a second round; deeper/g is named
-    (inner / "deeper" / "g").write_text("deep\n")
-    (inner / "deeper" / "g").chmod(0o644)
-    script = (f"cat {inner}/f {inner}/deeper/g; cat {other}/f 2>/dev/null || echo no-other; "
-              f"ls {inner.parent} 2>/dev/null || echo no-list")
+    marker = f"creditbench-view-{os.getpid()}"
+    script = (f"cat {inner}/f; cat {other}/f 2>/dev/null || echo no-other; ls {open_dir}; "
+              f"touch {inner}/x 2>/dev/null || echo ro; touch /{marker} 2>/dev/null || echo ro; "
+              f"touch /tmp/{marker} /dev/shm/{marker} /sandbox/{marker} && echo scratch; pwd; "
+              "ls /proc | grep -c '^[0-9]'; ls /dev | tr '\\n' ' '")
     before = Path("/proc/self/mountinfo").read_text()
-    out = subprocess.run(["unshare", "--mount", "--fork", sys.executable, "-m", "evaluation.sandbox_view",
-                          "--path", str(inner), "--path", str(inner / "deeper" / "g"), "--", *NOBODY, "sh", "-c", script],
-                         capture_output=True, text=True, cwd=REPO_ROOT, check=False)
+    out = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--kill-child", sys.executable, "-m",
+                          "evaluation.sandbox_view", "--bind", str(inner), "--work", "/sandbox", "--uid", "65534",
+                          "--", *NOBODY, "sh", "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
+                         check=False, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["hi", "deep", "no-other", "no-list"]
+    lines = out.stdout.splitlines()
+    assert lines[:7] == ["hi", "no-other", "secret", "ro", "ro", "scratch", "/sandbox"], lines
+    assert int(lines[7]) <= 4  # a procfs of the new PID namespace: sh, ls, grep
+    assert lines[8].split() == ["fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"]
     assert Path("/proc/self/mountinfo").read_text() == before  # mounts stayed in the namespace
-    assert oct((inner.parent).stat().st_mode & 0o777) == "0o700" and (other / "f").read_text() == "hidden\n"
-    # without the view, nobody cannot even reach the file
-    plain = subprocess.run([*NOBODY, "cat", str(inner / "f")], capture_output=True, text=True, check=False)
-    assert plain.returncode != 0
+    assert not any(Path(d, marker).exists() for d in ("/tmp", "/dev/shm", "/"))
+    assert oct(inner.parent.stat().st_mode & 0o777) == "0o700" and not (inner / "x").exists()
 
 
 @needs_mountns
@@ -101,7 +91,7 @@ def test_code_eval_from_a_checkout_below_a_0700_directory(tmp_path: Path) -> Non
     root.mkdir(mode=0o700)
     checkout = root / "creditbench"
     checkout.mkdir(mode=0o755)
-    for pkg in ("evaluation", "training"):
+    for pkg in ("common", "evaluation", "training"):
         shutil.copytree(REPO_ROOT / pkg, checkout / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     for dirpath, dirnames, filenames in os.walk(checkout):
         for n in dirnames:
@@ -124,29 +114,3 @@ def test_code_eval_from_a_checkout_below_a_0700_directory(tmp_path: Path) -> Non
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["root"] == str(checkout)
     assert got["plus"] == 1.0 and "mountns" in got["iso"], got
-
-
-@needs_mountns
-def test_the_sandbox_sweep_sees_its_own_pid_namespace(open_dir: Path) -> None:
-    """Inside ``unshare --pid`` the inherited /proc is the host's: ``psutil.Process()`` looked up our
-    namespace PID among host PIDs (seen: pid 9 absent on the host, every check of a run crashed). The
-    sweep reads the namespace's own procfs that sandbox_view mounts in the work dir."""
-    pytest.importorskip("psutil")
-    from evaluation.code_eval import SandboxConfig, _isolation_prefix
-
-    prefix, labels, _ = _isolation_prefix(SandboxConfig())
-    if "mountns" not in labels:
-        pytest.skip(f"no mount namespace: {labels}")
-    code = ("import os, psutil; from evaluation.code_eval import _own_procfs\n"
-            "p = _own_procfs(); psutil.PROCFS_PATH = p\n"
-            "me = psutil.Process()\n"
-            "print(p, os.getpid(), me.pid, me.uids().real, 'python' in me.name())\n")
-    tmp_path = open_dir  # like a run's work dir: reachable by nobody (below /tmp)
-    out = subprocess.run(prefix + [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO_ROOT)},
-                         check=False, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    procfs, pid, psutil_pid, uid, is_python = out.stdout.split()
-    assert procfs == str(tmp_path / ".nsproc") and pid == psutil_pid and uid == "65534" and is_python == "True"
-    assert int(pid) < 10  # a fresh PID namespace: the worker is one of its first processes
-    assert not os.path.ismount(tmp_path / ".nsproc")  # the mount stayed inside the namespace
