@@ -93,6 +93,21 @@ def test_layers_import_one_way():
     assert not upward, "upward imports (common <- evaluation <- training):\n" + "\n".join(upward)
 
 
+def test_every_project_import_names_a_module_or_an_attribute_of_one():
+    """A stale path after a move (``evaluation.generate``) must fail here, not in a job after training."""
+    mods = project_modules()
+    missing = []
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in PACKAGES:
+                if node.module not in mods:
+                    missing.append(f"{name}: from {node.module} import ...")
+            elif isinstance(node, ast.Import):
+                missing += [f"{name}: import {a.name}" for a in node.names
+                            if a.name.split(".")[0] in PACKAGES and a.name not in mods]
+    assert not missing, "\n".join(missing)
+
+
 def test_no_import_cycles():
     assert not cycles(import_edges()), cycles(import_edges())
 

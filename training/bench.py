@@ -5,7 +5,7 @@ Every round runs one fresh training step of every preset from the same SFT model
 
 - the preset order rotates every round (no preset is always first);
 - the round's rollout is sampled and graded once, untimed, before the round, so every preset grades
-  against a warm grader cache (``evaluation.grader`` memoises answer normalisation);
+  against a warm grader cache (``evaluation.grading`` memoises answer normalisation);
 - ``dapo_control`` is ``dapo`` under another name (identical work): its ratio is the noise floor.
 
 Prints, per preset, ``step_ratio_vs_dapo <preset> <ratio> spread <p25>-<p75> min-max <lo>-<hi> n <rounds>``:
@@ -35,7 +35,7 @@ import torch
 import yaml
 
 from common.config import load_config
-from evaluation.generate import sample_hf
+from evaluation.generation.hf import sample_hf
 from training import data, model, sft
 from training.presets import PRESETS, Preset, get_preset
 from training.rl import grade_rollout, sample_rollout, train

@@ -43,7 +43,7 @@ def test_forced_length_sampler_never_stops_at_eos(tiny_env):
         head.bias = torch.nn.Parameter(torch.zeros(head.weight.shape[0]))
         head.bias[tok.eos_token_id] = 50.0
     kw = dict(n=2, temperature=1.0, top_p=1.0, max_new_tokens=12, generator_seed=0)
-    from evaluation.generate import sample_hf
+    from evaluation.generation.hf import sample_hf
 
     assert (sample_hf(model, tok, enc["input_ids"], enc["attention_mask"], **kw) == tok.eos_token_id).any()
     forced = forced_length_sampler(model, tok, enc["input_ids"], enc["attention_mask"], **kw)

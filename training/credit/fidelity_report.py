@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common.io import write_text_atomic
-from evaluation.plots import RC, save
+from evaluation.report.figures import RC, save
 from training.credit.analysis import to_csv
 from training.credit.fidelity import ResponseFidelity, summarise
 

@@ -32,7 +32,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from common.config import Config, load_config
 from common.io import read_jsonl, write_jsonl_atomic
 from common.runtime import setup_runtime
-from evaluation.generate import sample_hf
+from evaluation.generation.hf import sample_hf
 from training.credit import CreditBatch, get_token_weight_fn
 from training.credit.cf import token_pieces
 from training.credit.fidelity import ResponseFidelity, batch_fidelity, effective_credit, spearman

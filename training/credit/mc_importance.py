@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from evaluation.generate import sample_hf
+from evaluation.generation.hf import sample_hf
 
 RewardFn = Callable[..., float]
 
