@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("evaluation.harness", "evaluate a model on registered sets: results JSON + per-sample JSONL"),
-    "grade": ("evaluation.grading", "grade a JSONL of prediction/answer pairs with the answer checker"),
+    "grade": ("evaluation.grading.__main__", "grade a JSONL of prediction/answer pairs with the answer checker"),
     "benchmarks": ("", "list the registered sets, or verify their files (sha256, count)"),
     "plan": ("training.plan", "jobs, tokens, GPU-hours and peak GPU memory of a recipe"),
     "report": ("evaluation.report.__main__", "tables (and figures) of a results tree"),
