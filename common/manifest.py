@@ -69,7 +69,7 @@ def build_manifest(cfg: Config, *, seeds: Mapping[str, int], data_files: Mapping
         "git_commit": commit,
         "git_dirty": dirty,
         "packages": package_versions(),
-        "torch_threads": _torch().get_num_threads() if _torch() is not None else None,
+        "torch_threads": torch.get_num_threads() if (torch := _torch()) is not None else None,
         "hardware": hardware(),
         "config_hash": cfg.config_hash,
         "data_sha256": {k: sha256_file(v) for k, v in sorted(data_files.items())},

@@ -119,6 +119,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from common.records import REASONS
 from evaluation.grading.equivalence import _fast_verdict
 from evaluation.grading.extract import _prepare_gold, extract_answer, last_boxed
 from evaluation.grading.normalize import _MAX_LEN
@@ -128,7 +129,6 @@ GRADER_VERSION = "creditbench-grader/2"
 
 log = logging.getLogger(__name__)
 
-REASONS = ("correct", "wrong", "no_answer", "parse_error", "timeout")
 DATASETS = (None, "math", "gsm8k", "aime")
 
 

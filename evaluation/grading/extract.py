@@ -59,23 +59,10 @@ def _close_map(text: str) -> dict[int, int]:
 
 
 def _match_brace(text: str, open_idx: int) -> int:
-    """Index of the ``}`` closing the ``{`` at ``open_idx`` (escaped braces skipped), or -1."""
-    depth = 0
-    i = open_idx
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
+    """Index of the ``}`` closing the ``{`` at ``open_idx`` (escaped braces skipped), or -1: the same pairing
+    as :func:`_close_map`, whose stack pairs a brace independently of what stands before it."""
+    close = _close_map(text[open_idx:]).get(0)
+    return -1 if close is None else open_idx + close
 
 
 def _boxed_spans(text: str) -> list[tuple[int, int, str]]:

@@ -12,12 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from common.records import FAILURE_REASONS, PHASES, REASONS  # noqa: F401  (re-exported to the report modules)
 
 log = logging.getLogger(__name__)
 
-PHASES: tuple[str, ...] = ("rollout", "reward", "old_logp", "credit", "update", "checkpoint")
-REASONS: tuple[str, ...] = ("correct", "wrong", "no_answer", "parse_error", "timeout")
-FAILURE_REASONS: tuple[str, ...] = ("no_answer", "parse_error", "timeout")
 START_METHOD = "sft"
 METHOD_ORDER: tuple[str, ...] = ("sft", "grpo", "dapo", "delta", "cf")
 METHOD_LABELS: Mapping[str, str] = {
