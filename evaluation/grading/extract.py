@@ -32,10 +32,13 @@ _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof)\s+(?:about\s+|approximately\s+)?({_NUM})"
-    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,4}\s*[.!]?\s*$"
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
+_ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(r"(?i)^[^\d$\\]{0,80}$")
-_WORD_TAIL_RE = re.compile(rf"^({_NUM})\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$")
+_WORD_TAIL_RE = re.compile(
+    rf"^((?:{_NUM})(?:\s+\d+/\d+)?|\d+/\d+)\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$"
+)
 _MATH_WORDS = {"pi", "sqrt", "root", "roots", "times", "over", "plus", "minus", "divided", "and", "or", "to", "i",
                "squared", "cubed", "thirds", "halves", "fourths", "fifths", "quarters", "sixths", "eighths"}
 
@@ -47,7 +50,7 @@ def _close_map(text: str) -> dict[int, int]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+        if c == "\\":  # an escaped brace or ``\\\\`` (a line break)
             i += 2
             continue
         if c == "{":
@@ -65,7 +68,7 @@ def _match_brace(text: str, open_idx: int) -> int:
     n = len(text)
     while i < n:
         c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+        if c == "\\":  # an escaped brace or ``\\\\`` (a line break)
             i += 2
             continue
         if c == "{":
@@ -121,8 +124,9 @@ def _phrase_tail(tail: str) -> str | None:
             if end > len(left):
                 return t[len(left) : end].strip()
     t = t.split("\n", 1)[0]
-    t = re.split(r"\.\s|\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
-    t = t.strip().rstrip(".,;:").strip()
+    t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
+    t = t.strip()
+    t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
     return _drop_trailing_words(t) or None
 
 
@@ -226,12 +230,12 @@ def extract_answer(response: str, dataset: str | None = None) -> str | None:
         ans = ", ".join(p[2].strip() for p in parts).strip()
         return ans or None
     if phrases:
-        ans = _phrase_tail(plain[phrases[-1].end() :])
+        ans = _phrase_tail(_ECHO_BOX_RE.sub("", plain[phrases[-1].end() :]))
         if ans:
             return ans
     if gsm and gsm[-1].strip():
         return _drop_trailing_words(gsm[-1].strip())
-    return _closing_statement(text)
+    return _closing_statement(_ECHO_BOX_RE.sub("", text))
 
 
 @lru_cache(maxsize=16384)
