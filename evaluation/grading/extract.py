@@ -35,7 +35,10 @@ _CLOSING_VERB_RE = re.compile(
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
-_PLEASANTRY_RE = re.compile(r"(?i)^[^\d$\\]{0,80}$")
+_PLEASANTRY_RE = re.compile(
+    r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
+    r"|^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\W*$"  # an answer label left empty
+)
 _WORD_TAIL_RE = re.compile(
     rf"^((?:{_NUM})(?:\s+\d+/\d+)?|\d+/\d+)\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$"
 )
@@ -180,8 +183,8 @@ def _closing_statement(text: str) -> str | None:
         return None
     line = lines[-1].replace("**", "").lstrip("-*> ").strip()
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
-    if len(sentence) > 400:
-        return None
+    if len(sentence) > 400 or sentence.rstrip().endswith("?"):
+        return None  # a question (often the problem echoed back) states no answer
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
