@@ -1,11 +1,15 @@
 """Throughput benchmark: this checker vs Math-Verify on the same realistic (response, gold) pairs.
 
-``python -m evaluation.bench_grader [--n 5000] [--seed 0]``
+``python -m evaluation.bench_grader [--n 5000] [--seed 0] [--workers N] [--cases DIR]``
 
 Pairs are generated deterministically from the real golds of MATH-500, GSM8K (test) and AIME 24/25/26:
 correct answers in several output formats (``\\boxed{}``, "The final answer is", ``####``, ``\\dfrac``,
 thousands commas, ``x =``, units, AIME leading zeros), perturbed (wrong) answers and responses with no
-answer.  Both checkers run single-threaded in this process (ours with its sympy worker subprocess);
+answer, inside chain-of-thought text of realistic length, plus the habits of small instruct models
+that issue 18 reports from real generations (SmolLM2-135M-Instruct on MATH-500/GSM8K): the parroted
+``\\boxed{}`` instruction, a closing sentence instead of a box, a leaked chat-template turn, a truncated
+``<think>``.  ``--cases DIR`` also prints both checkers' accuracy on the case tables (``*.tsv``) in DIR.
+Both checkers run single-threaded in this process (ours with its sympy worker subprocess);
 Math-Verify gets the gold wrapped in ``$...$`` as recommended.  Prints pairs/s for each checker,
 ``throughput_ratio_vs_math_verify <x>`` and the agreement count.
 """
@@ -23,8 +27,15 @@ from pathlib import Path
 
 from evaluation.grading import GRADER_VERSION, grade, grade_many
 
-DATA = Path("/work/shared/data/benchmarks")
+DATA = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
 _FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"
+_COT = (
+    "We are given the problem and need to find the requested quantity. Write $a = 3$ and $b = 4$, so that "
+    "$a^2 + b^2 = 9 + 16 = 25$ and $\\sqrt{25} = 5$.\n\nNext, substitute into the expression: "
+    "$$\\frac{2a + b}{a - 1} = \\frac{10}{2} = 5.$$\nChecking the boundary cases $n = 1, 2, 3$ gives "
+    "$1, 4, 9$, consistent with $n^2$.\n\n"
+)
+_ECHO = "Please reason step by step, and put your final answer within \\boxed{}.\n"
 
 
 def _load(path: Path, key: str) -> list[str]:
@@ -77,10 +88,16 @@ def build_pairs(n: int, seed: int = 0) -> list[tuple[str, str, str]]:
         pairs.append((f"{_FILLER}Thus $\\boxed{{{_perturb(g, rng)}}}$.", g, "math"))
         pairs.append((f"{_FILLER}**Answer:** {_perturb(g, rng)}", g, "math"))
         pairs.append((f"{_FILLER}I am not sure how to finish", g, "math"))
+        pairs.append((f"{_ECHO}{_COT}So the answer is ${g}$.", g, "math"))
+        pairs.append((f"{_COT}Therefore, we get $\\boxed{{{g}}}$.<|im_end|>\n<|im_start|>user\nNext: $\\boxed{{7}}$",
+                      g, "math"))
+        pairs.append((f"<think>{_COT}so maybe $\\boxed{{{g}}}$ but let me check", g, "math"))
+        pairs.append((f"{_COT}Hence $\\boxed{{{_perturb(_reformat(g, rng), rng)}}}$.", g, "math"))
     for g in gsm_golds:
         pairs.append((f"{_FILLER}She makes ${g} every day.\n#### {g}", g, "gsm8k"))
         pairs.append((f"{_FILLER}The answer is $\\boxed{{{_reformat(g, rng)}}}$.", g, "gsm8k"))
         pairs.append((f"{_FILLER}#### {_perturb(g, rng)}", g, "gsm8k"))
+        pairs.append((f"{_ECHO}{_COT}So she pays ${g} in total.", g, "gsm8k"))
     for g in aime_golds:
         pairs.append((f"{_FILLER}The answer is $\\boxed{{{int(g):03d}}}$.", g, "aime"))
         pairs.append((f"{_FILLER}$\\boxed{{{_perturb(g, rng)}}}$", g, "aime"))
@@ -99,12 +116,38 @@ def _mv_grade(response: str, gold: str) -> bool:
         return False
 
 
+def case_accuracy(cases: Path, timeout_s: float) -> None:
+    """Both checkers' accuracy on the case tables (expected reason "correct" = accept, else reject)."""
+    import csv
+
+    rows = []
+    for path in sorted(cases.glob("*.tsv")):
+        with path.open(encoding="utf-8") as fh:
+            rows += [(path.name, r) for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    ours = mv = 0
+    per: dict[str, list[int]] = {}
+    for name, r in rows:
+        response, want = r["response"].replace("⏎", "\n"), r["expected"] == "correct"
+        v = grade(response, r["gold"], dataset=r["dataset"] or None, timeout_s=timeout_s)
+        m = _mv_grade(response, r["gold"]) is want
+        ours += v.reason == r["expected"]
+        mv += m
+        acc = per.setdefault(name, [0, 0, 0])
+        acc[0] += 1
+        acc[1] += v.reason == r["expected"]
+        acc[2] += m
+    print(f"cases {len(rows)}: ours {ours / len(rows):.4f} ({ours}); math_verify {mv / len(rows):.4f} ({mv})")
+    for name, (n, o, m) in sorted(per.items()):
+        print(f"  {name:<12} rows {n:>4}  ours {o / n:.4f}  math_verify {m / n:.4f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=5000, help="number of pairs (default 5000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--workers", type=int, default=1, help="also time grade_many with this many workers")
+    ap.add_argument("--cases", type=Path, default=None, help="directory of case tables (*.tsv) to score")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     pairs = build_pairs(args.n, args.seed)
@@ -152,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {d:<6} pairs {int(n):>5}  ours {n / t_o:8.1f}/s  "
               f"math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
     print(f"worst_case_latency_s {worst:.3f}")
+    if args.cases is not None:
+        case_accuracy(args.cases, args.timeout)
 
 
 if __name__ == "__main__":

@@ -73,8 +73,9 @@ Equivalence conventions
 * **Equations and labels**: ``x=5`` matches ``5`` (a label -- a variable, a tuple of variables
   ``(x, y)``, a named ratio ``AB:BC``, a segment ``AB``, an angle ``\\angle ABC``, ``f(2)`` -- may be
   dropped on either side); labelled lists (``x = 1, y = 2``) match by label when both sides are labelled
-  with the same names (``x=2, y=1`` != ``x=1, y=2``), and in order against a tuple ``(1, 2)``; two single-variable assignments compare their right sides (``D = (0, 1)`` != ``D = (0,
-  1.5)``); general equations match when ``(l1 - r1) / (l2 - r2)`` is a nonzero constant
+  with the same names (``x=2, y=1`` != ``x=1, y=2``), and in order against a tuple ``(1, 2)``;
+  two single-variable assignments compare their right sides (``D = (0, 1)`` != ``D = (0, 1.5)``);
+  general equations match when ``(l1 - r1) / (l2 - r2)`` is a nonzero constant
   (``5x-7y+11z+4=0`` matches ``-10x+14y-22z-8=0``; ``3x-y+13=0`` matches ``y=3x+13``).
 * **Intervals and unions**: bracket types must match exactly (``[1,2)`` != ``[1,2]``); unions
   compare as unordered collections of intervals; an inequality in one variable
@@ -84,8 +85,8 @@ Equivalence conventions
   and bare **comma lists** (multiple answers, ``1,-2``; ``a \\pm b`` is two answers) compare as
   unordered multisets.  A bare list does not match a tuple gold.  A list prediction against a
   single gold is correct only when every element equals the gold (one answer in two notations).
-* **Matrices/vectors** (``pmatrix``/``bmatrix``/``array`` in brackets): same shape, element-wise; a ``pmatrix`` column vector also matches a
-  parenthesised tuple of the same entries.
+* **Matrices/vectors** (``pmatrix``/``bmatrix``/``array`` in brackets): same shape,
+  element-wise; a ``pmatrix`` column vector also matches a parenthesised tuple of the same entries.
 * **Complex numbers**: ``i`` is the imaginary unit (``1+2i`` == ``2i+1``); ``e`` is Euler's number.
   Symbol names are case-insensitive (latex2sympy lowercases them).
 * **Base-n** (``4210_{5}``): the digits must match (subscript optional on the prediction).

@@ -5,7 +5,8 @@
 
 Each input line needs ``prediction`` (the model response) and ``answer`` (the gold), strings or numbers,
 never null; every other field is kept.  Bad input stops the run with one line naming ``file:line`` and the
-field, before anything is graded.  Each output line adds ``correct`` (bool), ``extracted`` (str or null) and ``reason``.  The output is
+field, before anything is graded.  Each output line adds ``correct`` (bool), ``extracted`` (str or null)
+and ``reason``.  The output is
 written atomically (temp file + ``os.replace``); counts per reason are printed at the end.
 """
 

@@ -32,10 +32,16 @@ _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof)\s+(?:about\s+|approximately\s+)?({_NUM})"
-    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,4}\s*[.!]?\s*$"
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
-_PLEASANTRY_RE = re.compile(r"(?i)^[^\d$\\]{0,80}$")
-_WORD_TAIL_RE = re.compile(rf"^({_NUM})\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$")
+_ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
+_PLEASANTRY_RE = re.compile(
+    r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
+    r"|^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\W*$"  # an answer label left empty
+)
+_WORD_TAIL_RE = re.compile(
+    rf"^((?:{_NUM})(?:\s+\d+/\d+)?|\d+/\d+)\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$"
+)
 _MATH_WORDS = {"pi", "sqrt", "root", "roots", "times", "over", "plus", "minus", "divided", "and", "or", "to", "i",
                "squared", "cubed", "thirds", "halves", "fourths", "fifths", "quarters", "sixths", "eighths"}
 
@@ -47,7 +53,7 @@ def _close_map(text: str) -> dict[int, int]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+        if c == "\\":  # an escaped brace or ``\\\\`` (a line break)
             i += 2
             continue
         if c == "{":
@@ -108,8 +114,9 @@ def _phrase_tail(tail: str) -> str | None:
             if end > len(left):
                 return t[len(left) : end].strip()
     t = t.split("\n", 1)[0]
-    t = re.split(r"\.\s|\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
-    t = t.strip().rstrip(".,;:").strip()
+    t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
+    t = t.strip()
+    t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
     return _drop_trailing_words(t) or None
 
 
@@ -163,8 +170,8 @@ def _closing_statement(text: str) -> str | None:
         return None
     line = lines[-1].replace("**", "").lstrip("-*> ").strip()
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
-    if len(sentence) > 400:
-        return None
+    if len(sentence) > 400 or sentence.rstrip().endswith("?"):
+        return None  # a question (often the problem echoed back) states no answer
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
@@ -213,12 +220,12 @@ def extract_answer(response: str, dataset: str | None = None) -> str | None:
         ans = ", ".join(p[2].strip() for p in parts).strip()
         return ans or None
     if phrases:
-        ans = _phrase_tail(plain[phrases[-1].end() :])
+        ans = _phrase_tail(_ECHO_BOX_RE.sub("", plain[phrases[-1].end() :]))
         if ans:
             return ans
     if gsm and gsm[-1].strip():
         return _drop_trailing_words(gsm[-1].strip())
-    return _closing_statement(text)
+    return _closing_statement(_ECHO_BOX_RE.sub("", text))
 
 
 @lru_cache(maxsize=16384)

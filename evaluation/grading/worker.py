@@ -33,8 +33,8 @@ def _worker_main() -> None:
                 os._exit(0)
 
     threading.Thread(target=watchdog, daemon=True).start()
-    import sympy  # noqa: F401  (warm import before signalling ready)
     import latex2sympy2_extended  # noqa: F401
+    import sympy  # noqa: F401  (warm import before signalling ready)
 
     try:
         _to_sympy("x+1")

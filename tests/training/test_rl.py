@@ -68,3 +68,21 @@ def test_killed_run_resumes_to_identical_weights_and_metrics(tiny_env, tmp_path)
     a, b = _weights(straight / "checkpoints" / "step4"), _weights(resumed / "checkpoints" / "step4")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _metrics(straight) == _metrics(resumed)
+
+
+def test_grade_rollout_default_reward_grades_the_batch_through_the_pool() -> None:
+    from training.rl import Rollout, grade_rollout
+
+    texts = ["so $\\boxed{\\sqrt{8}}$", "$\\boxed{3}$", "no idea", "$\\boxed{(x+1)^2}$"]
+
+    class Tok:
+        def batch_decode(self, seqs, skip_special_tokens=True):
+            return [texts[int(s[0])] for s in seqs]
+
+    b = len(texts)
+    ro = Rollout(step=0, prompt_ids=torch.zeros(b, 1, dtype=torch.long), prompt_mask=torch.ones(b, 1),
+                 response_ids=torch.arange(b).unsqueeze(1), response_mask=torch.ones(b, 1),
+                 truncated=torch.zeros(b, dtype=torch.bool), group_ids=torch.zeros(b, dtype=torch.long),
+                 golds=("2\\sqrt{2}", "4", "1", "x^2+2x+1"))
+    out = grade_rollout(ro, Tok(), timeout_s=10.0)
+    assert out.correct.tolist() == [1.0, 0.0, 0.0, 1.0]

@@ -89,3 +89,29 @@ def test_audit_counts_disagreements() -> None:
     assert res["examples"]["math_verify_only"][0]["extracted"] == "2516_6"
     md = audit_mod.to_markdown(res)
     assert "| ours accepts, Math-Verify rejects | 1 |" in md
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"prediction": "\\\\boxed{1}", "answer": null}'], ":1: field 'answer' must be a string or a number, got null"),
+    (['{"prediction": "x", "answer": "1"}', '{"prediction": "x", "answer": '], ":2: invalid JSON"),
+    (['[1, 2]'], ":1: expected a JSON object, got list"),
+    (['{"answer": "1"}'], ":1: missing field 'prediction'"),
+    (['{"prediction": ["x"], "answer": "1"}'], ":1: field 'prediction' must be a string or a number, got list"),
+])
+def test_bad_input_is_one_line_naming_file_line_and_field(tmp_path: Path, lines: list[str], message: str) -> None:
+    inp, out = tmp_path / "p.jsonl", tmp_path / "v.jsonl"
+    inp.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "evaluation.grading", "--input", str(inp), "--output", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and not out.exists()
+    assert proc.stderr.strip() == f"{inp}{message}" or proc.stderr.strip().startswith(f"{inp}{message}")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "inf", "nan"])
+def test_non_positive_timeout_is_rejected(tmp_path: Path, timeout: str) -> None:
+    inp, out = tmp_path / "p.jsonl", tmp_path / "v.jsonl"
+    _write(inp, ROWS[:1])
+    with pytest.raises(SystemExit):
+        grade_cli.main(["--input", str(inp), "--output", str(out), "--timeout", timeout])
+    assert not out.exists()

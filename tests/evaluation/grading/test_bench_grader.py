@@ -1,0 +1,30 @@
+"""``python -m evaluation.bench_grader``: deterministic pairs, ratio and case accuracy printed in one run."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation import bench_grader
+
+
+def test_pairs_are_deterministic_and_mixed() -> None:
+    try:
+        a, b = bench_grader.build_pairs(400, seed=3), bench_grader.build_pairs(400, seed=3)
+    except SystemExit:
+        pytest.skip("no benchmark data")
+    assert a == b and len(a) == 400
+    assert {d for _, _, d in a} >= {"math", "gsm8k"}
+    assert any("\\boxed{}" in r for r, _, _ in a) and any("<|im_end|>" in r for r, _, _ in a)
+
+
+def test_main_prints_ratio_and_case_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("math_verify")
+    try:
+        bench_grader.build_pairs(1)
+    except SystemExit:
+        pytest.skip("no benchmark data")
+    cases = bench_grader.Path(__file__).with_name("cases")
+    bench_grader.main(["--n", "40", "--cases", str(cases)])
+    out = capsys.readouterr().out
+    assert "throughput_ratio_vs_math_verify " in out
+    assert "cases " in out and "math_verify " in out
