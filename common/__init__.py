@@ -1,1 +1,3 @@
-"""Shared infrastructure: config, atomic I/O, run manifests, runtime set-up, file contracts. Imports nothing of the project."""
+"""Shared infrastructure: config, atomic I/O, run manifests, runtime set-up, file contracts.
+
+Imports nothing of the project."""

@@ -303,10 +303,10 @@ def load_schema() -> dict:
         return yaml.safe_load(f)
 
 
-def validate_config(raw: Mapping[str, Any], *, check_presets: bool = True) -> dict:
-    """Validate and fill defaults; raise ConfigError naming the offending key path. ``check_presets=False``
-    skips the preset lookup (``training.presets.check_methods``, which imports torch) for torch-free jobs
-    reading an already validated file."""
+def validate_config(raw: Mapping[str, Any]) -> dict:
+    """Validate and fill defaults; raise ConfigError naming the offending key path. Preset names and knobs
+    are checked by ``training.presets.check_methods`` (common imports nothing of the project), which the
+    workflow calls at DAG time and ``training.presets.get_preset`` repeats in every training job."""
     data = json.loads(json.dumps(raw))  # deep copy, plain types
     validator = _with_defaults(jsonschema.Draft202012Validator)(load_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
@@ -316,23 +316,17 @@ def validate_config(raw: Mapping[str, Any], *, check_presets: bool = True) -> di
             where = "/".join(str(p) for p in err.absolute_path) or "<top level>"
             lines.append(f"config key '{where}': {err.message}")
         raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
-    if check_presets:
-        _check_presets(data)
+    _check_algorithms(data)
     _check_real_eval(data)
     if data["model"]["convert_gguf"] and not data["model"]["source"]:
         raise ConfigError("config key 'model/convert_gguf': needs model.source (the folder it writes)")
     return data
 
 
-def _check_presets(data: Mapping[str, Any]) -> None:
-    """Preset names and knobs live in ``training.presets``; common imports nothing of the project, so the
-    check is looked up by name at call time (only where training is installed beside it)."""
-    import importlib
-
+def _check_algorithms(data: Mapping[str, Any]) -> None:
     for name in data["algorithms"]:
         if name not in data["methods"]:
             raise ConfigError(f"config key 'algorithms/{name}': not one of methods {data['methods']}")
-    importlib.import_module("training.presets").check_methods(data, ConfigError)
 
 
 def _check_real_eval(data: Mapping[str, Any]) -> None:
@@ -352,8 +346,8 @@ def _build(cls, section: Mapping[str, Any]):
     return cls(**kwargs)
 
 
-def config_from_dict(raw: Mapping[str, Any], *, check_presets: bool = True) -> Config:
-    data = validate_config(raw, check_presets=check_presets)
+def config_from_dict(raw: Mapping[str, Any]) -> Config:
+    data = validate_config(raw)
     ev = dict(data["eval"])
     ev["benchmarks"] = tuple(ev["benchmarks"])
     return Config(
@@ -379,14 +373,13 @@ def config_from_dict(raw: Mapping[str, Any], *, check_presets: bool = True) -> C
     )
 
 
-def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None, *,
-                check_presets: bool = True) -> Config:
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Config:
     """Read a YAML config (optionally deep-merged with ``overrides``), validate, build dataclasses."""
     with open(path) as f:
         raw = yaml.safe_load(f) or {}
     if overrides:
         raw = deep_merge(raw, overrides)
-    return config_from_dict(raw, check_presets=check_presets)
+    return config_from_dict(raw)
 
 
 def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:

@@ -176,7 +176,7 @@ def _matches(dataset: str, entry_point: str, inp: Sequence[Any], out: Any, exp: 
         if atol == 0 and is_floats(exp):
             atol = 1e-6
         if not exact and atol != 0:
-            ok = (type(out) == type(exp) and (not isinstance(exp, (list, tuple)) or len(out) == len(exp))
+            ok = (type(out) is type(exp) and (not isinstance(exp, (list, tuple)) or len(out) == len(exp))
                   and bool(np.allclose(out, exp, rtol=1e-07, atol=atol)))
             return ok, atol
         return bool(exact), atol

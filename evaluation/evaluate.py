@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from common.config import load_config
+from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
 from evaluation.grading import GRADER_VERSION, Verdict, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
 from evaluation.templates import render, stop_strings
-from common.config import load_config
-from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 if TYPE_CHECKING:  # torch is imported only where a model is loaded: scoring jobs stay light
     from evaluation.generation import SamplingParams
@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-prefix", required=True, help="writes PREFIX.samples.jsonl and PREFIX.summary.json")
     parser.add_argument("--grader-workers", type=int, default=1)
     args = parser.parse_args(argv)
-    from evaluation.generation import SamplingParams
     from common.runtime import setup_runtime
+    from evaluation.generation import SamplingParams
 
     cfg = load_config(args.config)
     setup_runtime(cfg.runtime)

@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.benchmarks import BenchmarkError, Problem, benchmark_file, get_benchmark, load_benchmark
 from common.config import Config, load_config
 from common.io import read_jsonl, write_json_atomic, write_jsonl_atomic
+from evaluation.benchmarks import BenchmarkError, Problem, benchmark_file, get_benchmark, load_benchmark
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"{args.command} needs --model-dir, --method, --seed and --step")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # score: the workflow's resolved config is already validated; the preset lookup would import torch
-    cfg = load_config(args.config, check_presets=args.command != "score")
+    cfg = load_config(args.config)
     if args.command != "score":
         from common.runtime import setup_runtime
 

@@ -357,7 +357,8 @@ def machine_differences(reference: Path, here: Mapping[str, str]) -> list[str]:
     ref = reference_machine(reference)
     if ref is None:
         return []
-    return [f"{k}: {ref.get(k)!r} -> {here.get(k)!r}" for k in sorted(set(ref) | set(here)) if ref.get(k) != here.get(k)]
+    keys = sorted(set(ref) | set(here))
+    return [f"{k}: {ref.get(k)!r} -> {here.get(k)!r}" for k in keys if ref.get(k) != here.get(k)]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -29,8 +29,8 @@ TINY = {
 @pytest.fixture(scope="session")
 def tiny_env(tmp_path_factory):
     """(config path, train jsonl, model dir) for a 2-layer, hidden-32 Qwen3 model and its task."""
-    from training import data, model
     from common.config import load_config
+    from training import data, model
 
     root = tmp_path_factory.mktemp("tiny")
     cfg_path = root / "config.yaml"

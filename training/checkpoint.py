@@ -7,6 +7,7 @@ leaves either the previous checkpoint or the new one. The resume state (optimize
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import tempfile
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from common.io import replace_dir_atomic
+from common.io import read_jsonl, replace_dir_atomic, write_text_atomic
 
 
 def save_hf_atomic(model, tokenizer, out_dir: str | Path, extra_state: dict[str, Any] | None = None) -> None:
@@ -58,3 +59,12 @@ def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
         return None
     found = [(int(p.name[4:]), p) for p in root.glob("step*") if p.name[4:].isdigit() and (p / "state.pt").exists()]
     return max(found)[1] if found else None
+
+
+def truncate_metrics(metrics_path: str | Path, step: int) -> list[dict]:
+    """Keep only the rows of steps before ``step`` (the ones the resumed checkpoint has seen), so a resumed
+    run's metrics equal an uninterrupted run's; a torn last line from the kill is dropped. Returns the kept rows."""
+    path = Path(metrics_path)
+    rows = [r for r in read_jsonl(path, drop_torn_tail=True) if r["step"] < step] if path.exists() else []
+    write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    return rows

@@ -120,7 +120,8 @@ def per_token_loss(
     ``weights_on_kl`` says whether ``w`` multiplies the whole per-token loss (CF's ``per_token_loss * w``)
     or the policy-gradient term only (DelTA's ``weighted_adv = lambda * A``):
     ``w * (pg + beta * kl)`` or ``w * pg + beta * kl``. advantages [B] or [B, R]; ``kl`` is zero without
-    ``ref_logp`` (``kl_clamp``: see :func:`kl_k3`); ``is_ratio`` (TRL's vLLM importance-sampling correction, [B, R] or [B, 1]) multiplies pg.
+    ``ref_logp`` (``kl_clamp``: see :func:`kl_k3`); ``is_ratio`` (TRL's vLLM importance-sampling correction,
+    [B, R] or [B, 1]) multiplies pg.
     """
     adv_t = advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages.expand_as(logp)
     pg = ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c)

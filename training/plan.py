@@ -363,8 +363,9 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
         denom = world * scale.grad_accum * rl.mini_batches
         if pdb is None:
             if batch % denom:
-                problems.append(f"rollout batch {rl.prompts_per_step} x {rl.group_size} = {batch} is not divisible by "
-                                f"GPUs {world} x scale.grad_accum {scale.grad_accum} x rl.mini_batches {rl.mini_batches}")
+                problems.append(f"rollout batch {rl.prompts_per_step} x {rl.group_size} = {batch} "
+                                f"is not divisible by GPUs {world} x scale.grad_accum {scale.grad_accum} "
+                                f"x rl.mini_batches {rl.mini_batches}")
         elif pdb * denom != batch:
             problems.append(f"batch geometry: scale.per_device_batch {pdb} x GPUs {world} x scale.grad_accum "
                             f"{scale.grad_accum} x rl.mini_batches {rl.mini_batches} = {pdb * denom} != "
@@ -504,7 +505,8 @@ def _fmt(x: float) -> str:
 
 def render(plan: Plan, a: Assumptions) -> str:
     lines = [
-        f"plan for {plan.experiment}: {plan.model} ({plan.params_b:.2f}B params, {plan.trainable_params_b:.4g}B trainable)",
+        (f"plan for {plan.experiment}: {plan.model} ({plan.params_b:.2f}B params, "
+         f"{plan.trainable_params_b:.4g}B trainable)"),
         f"  GPUs: {plan.train_gpus} training + {plan.vllm_gpus} vLLM server, {plan.gpu_type} {plan.gpu_mem_gb:g} GB",
         f"  snakemake jobs: {plan.snakemake_jobs}   RL runs: {plan.rl_runs}   rollouts: {_fmt(plan.rollouts)}",
         (f"  tokens: generated {_fmt(plan.generated_tokens)}, trained {_fmt(plan.trained_tokens)}; "
@@ -514,14 +516,15 @@ def render(plan: Plan, a: Assumptions) -> str:
     ]
     for m in plan.methods:
         mem = m.memory
-        lines.append(f"    {m.method:<20} {m.step_s_rollout:>10.1f} {m.step_s_train:>14.1f} {m.gpu_hours_per_run:>11.1f}"
-                     f"   {mem.total:>7.1f} ({mem.weights:.1f} {mem.grads:.1f} {mem.optimizer:.1f} {mem.reference:.1f}"
+        lines.append(f"    {m.method:<20} {m.step_s_rollout:>10.1f} {m.step_s_train:>14.1f} "
+                     f"{m.gpu_hours_per_run:>11.1f}   {mem.total:>7.1f} ({mem.weights:.1f} {mem.grads:.1f} "
+                     f"{mem.optimizer:.1f} {mem.reference:.1f}"
                      f" {mem.activations:.1f} {mem.logits:.1f} {mem.overhead:.1f} {mem.vllm_reserved:.1f}"
                      f"{' slept' if mem.sleep_mode else ''})")
     if plan.vllm is not None:
         v = plan.vllm
-        lines.append(f"  vLLM per engine: weights {v.weights_gb:.1f} GB, KV {v.kv_gb_per_seq:.2f} GB per full sequence, "
-                     f"reserved {v.reserved_gb:.1f} GB -> {v.concurrent_seqs} sequences at once")
+        lines.append(f"  vLLM per engine: weights {v.weights_gb:.1f} GB, KV {v.kv_gb_per_seq:.2f} GB per full "
+                     f"sequence, reserved {v.reserved_gb:.1f} GB -> {v.concurrent_seqs} sequences at once")
     job_h = max((m.gpu_hours_per_run for m in plan.methods), default=0.0) / max(1, plan.train_gpus + plan.vllm_gpus)
     lines.append(f"  GPU-hours: RL {plan.rl_gpu_hours:,.1f} + evaluation {plan.eval_gpu_hours:,.1f} = "
                  f"{plan.rl_gpu_hours + plan.eval_gpu_hours:,.1f}; longest rl job ~{job_h:,.1f} h wall-clock")

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from common.config import ConfigError
 from training.losses import AggregationMode, TokenMeanNormaliser
 
 
@@ -186,10 +187,11 @@ def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Preset:
     return preset.with_overrides(overrides) if overrides else preset
 
 
-def check_methods(data: Mapping[str, Any], error: type[Exception] = ValueError) -> None:
-    """Every ``methods`` entry names a preset whose ``algorithms.<name>`` overrides are valid knobs."""
+def check_methods(data: Mapping[str, Any]) -> None:
+    """Every ``methods`` entry names a preset whose ``algorithms.<name>`` overrides are valid knobs (run by
+    the workflow at DAG time, so a typo fails before any job starts)."""
     for method in data["methods"]:
         try:
             get_preset(method, data["algorithms"].get(method))
         except KeyError as exc:
-            raise error(f"config key 'methods': {exc.args[0]}") from None
+            raise ConfigError(f"config key 'methods': {exc.args[0]}") from None

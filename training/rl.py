@@ -23,7 +23,6 @@ A killed run resumes from its last checkpoint (weights, optimizer, RNG, step) wi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -37,20 +36,19 @@ from typing import Callable, NamedTuple
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from evaluation.generation.hf import sample_hf
-from evaluation.grading import grade, reward
-from training import losses
-from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic
-from common.records import PHASES
 from common.config import Config, RLConfig, load_config
 from common.io import append_jsonl, read_jsonl
 from common.manifest import write_manifest
-from training.presets import Preset, get_preset
+from common.records import PHASES
 from common.runtime import seed_everything, setup_runtime
-from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
+from evaluation.generation.hf import sample_hf
+from evaluation.grading import grade, reward
+from training import losses
+from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic, truncate_metrics
 from training.credit import CreditBatch, get_token_advantage_fn, get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
-
+from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
+from training.presets import Preset, get_preset
 
 
 class PhaseTimer:
@@ -262,7 +260,8 @@ def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
 
 
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
-          reward_fn: Callable[..., float] = verifiable_reward, sampler: Callable[..., torch.Tensor] = sample_hf) -> None:
+          reward_fn: Callable[..., float] = verifiable_reward,
+          sampler: Callable[..., torch.Tensor] = sample_hf) -> None:
     device = setup_runtime(cfg.runtime)
     rl = cfg.rl
     run = Path(run_dir)
@@ -284,8 +283,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         opt.load_state_dict(state["optimizer"])
         restore_rng_state(state["rng"], generator)
         start_step = state["step"]
-        rows = [r for r in read_jsonl(metrics_path, drop_torn_tail=True) if r["step"] < start_step] if metrics_path.exists() else []
-        metrics_path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        rows = truncate_metrics(metrics_path, start_step)
         wall_offset = rows[-1]["wall_clock"] if rows else 0.0
         print(f"resuming {preset.name} seed {seed} from {resume} (step {start_step})")
     else:

@@ -15,11 +15,11 @@ import torch
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from training.checkpoint import save_hf_atomic
 from common.config import load_config
 from common.io import read_jsonl
 from common.manifest import write_manifest
 from common.runtime import seed_everything, setup_runtime
+from training.checkpoint import save_hf_atomic
 
 
 def encode_examples(tokenizer, rows: list[dict]) -> list[tuple[list[int], int]]:

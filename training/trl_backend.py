@@ -61,13 +61,14 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from evaluation.grading import reward
-from training import losses
-from common.records import PHASES
 from common.config import Config, ScaleConfig
 from common.io import append_jsonl, read_jsonl, replace_dir_atomic
-from training.presets import Preset
+from common.records import PHASES
+from evaluation.grading import reward
+from training import losses
+from training.checkpoint import truncate_metrics
 from training.credit import CreditBatch, get_token_weight_fn
+from training.presets import Preset
 
 LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
 """TRL ``loss_type`` with the same aggregation (used by TRL for its logging only; the loss is ours)."""
@@ -179,8 +180,9 @@ def per_device_batch(cfg: Config) -> int:
     denom = s.world_size * s.grad_accum * rl.mini_batches
     pdb = s.per_device_batch or batch // denom
     if pdb * denom != batch:
-        raise ValueError(f"batch geometry: per_device_batch {pdb} x GPUs {s.world_size} x grad_accum {s.grad_accum} x "
-                         f"mini_batches {rl.mini_batches} != {rl.prompts_per_step} x {rl.group_size}; run training.plan")
+        raise ValueError(f"batch geometry: per_device_batch {pdb} x GPUs {s.world_size} x grad_accum {s.grad_accum} "
+                         f"x mini_batches {rl.mini_batches} != {rl.prompts_per_step} x {rl.group_size}; "
+                         "run training.plan")
     return pdb
 
 
@@ -192,7 +194,8 @@ def grpo_args(cfg: Config, preset: Preset, *, seed: int, output_dir: str) -> dic
     cpu = s.gpus_per_node == 0
     args: dict[str, Any] = dict(
         output_dir=output_dir, seed=seed, data_seed=seed, report_to="none", logging_steps=1,
-        save_strategy="no", save_total_limit=1,  # checkpoints are written by CheckpointAndMetrics (HF folder + TRL resume state)
+        # checkpoints are written by CheckpointAndMetrics (HF folder + TRL resume state)
+        save_strategy="no", save_total_limit=1,
         learning_rate=rl.lr, weight_decay=rl.weight_decay, max_grad_norm=rl.grad_clip, lr_scheduler_type="constant",
         warmup_steps=0, optim="adamw_torch",
         per_device_train_batch_size=per_device_batch(cfg), gradient_accumulation_steps=s.grad_accum,
@@ -214,7 +217,8 @@ def grpo_args(cfg: Config, preset: Preset, *, seed: int, output_dir: str) -> dic
         args.update(use_vllm=True, vllm_mode=s.vllm.mode, vllm_tensor_parallel_size=s.vllm.tensor_parallel_size,
                     vllm_gpu_memory_utilization=s.vllm.gpu_memory_utilization,
                     vllm_enable_sleep_mode=s.vllm.sleep_mode,
-                    vllm_max_model_length=(s.max_prompt_tokens or 0) + rl.max_new_tokens if s.max_prompt_tokens else None)
+                    vllm_max_model_length=(s.max_prompt_tokens + rl.max_new_tokens
+                                           if s.max_prompt_tokens else None))
     return args
 
 
@@ -512,8 +516,9 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if preset.outcome_advantage != "group" or preset.token_advantage is not None:
-        raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop (its advantage is "
-                                  f"{preset.token_advantage or preset.outcome_advantage!r}, TRL's is the group z-score)")
+        raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop "
+                                  f"(its advantage is {preset.token_advantage or preset.outcome_advantage!r}, "
+                                  "TRL's is the group z-score)")
     from trl import GRPOConfig
 
     run = Path(run_dir)
@@ -531,7 +536,8 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
         reward_funcs=make_reward_funcs(preset, max_new_tokens=cfg.rl.max_new_tokens,
                                        timeout_s=cfg.eval.grader_timeout_s, log=log, reward_fn=reward_fn,
                                        stop_ids=frozenset({tokenizer.eos_token_id, tokenizer.pad_token_id})),
-        train_dataset=load_train_dataset(train_path, tokenizer=tokenizer, max_prompt_tokens=cfg.scale.max_prompt_tokens),
+        train_dataset=load_train_dataset(train_path, tokenizer=tokenizer,
+                                         max_prompt_tokens=cfg.scale.max_prompt_tokens),
         processing_class=tokenizer, peft_config=peft_config(cfg.scale),
         callbacks=[callback], preset=preset, reward_log=log, credit_seed=seed,
         offload_hidden=preset.needs_hidden and cfg.scale.gpus_per_node > 0,
@@ -563,8 +569,7 @@ def train_trl(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_pat
         metrics_path.unlink(missing_ok=True)
     else:
         step = json.loads((Path(resume) / "trainer_state.json").read_text())["global_step"] // cfg.rl.mini_batches
-        rows = [r for r in read_jsonl(metrics_path, drop_torn_tail=True) if r["step"] < step] if metrics_path.exists() else []
-        metrics_path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        rows = truncate_metrics(metrics_path, step)
         wall_offset = rows[-1]["wall_clock"] if rows else 0.0
         print(f"resuming {preset.name} seed {seed} from {resume} (rollout step {step})")
     trainer = build_trainer(cfg, preset, seed=seed, sft_dir=sft_dir, train_path=train_path, run_dir=run_dir,

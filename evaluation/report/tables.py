@@ -12,9 +12,9 @@ import pandas as pd
 
 from evaluation.report.load import (
     AVG,
-    EvalRecord,
     METHOD_LABELS,
     PHASES,
+    EvalRecord,
     ReportOptions,
     Results,
     main_benchmarks,

@@ -97,7 +97,8 @@ def make_results(root: Path, *, identical: bool = False, kinds: bool = False) ->
                 time["total"] = sum(time.values())
                 clock += time["total"]
                 lines.append(json.dumps({
-                    "step": step, "reward_mean": 0.01 * step, "accuracy": 0.2 + 0.01 * step + (0.1 if method == "delta" else 0),
+                    "step": step, "reward_mean": 0.01 * step,
+                    "accuracy": 0.2 + 0.01 * step + (0.1 if method == "delta" else 0),
                     "time": time, "tokens_generated": 1000, "tokens_trained": 900,
                     "peak_rss_mb": 1000.0 + step + (100 if method == "delta" else 0), "wall_clock": clock,
                     "lr": 1e-6,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from evaluation.generation.vllm import INSTALL_HINT, VLLMBackend, request_params, to_completions
 from evaluation.generation import BackendUnavailable, Completion, SamplingParams
+from evaluation.generation.vllm import INSTALL_HINT, VLLMBackend, request_params, to_completions
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

@@ -10,7 +10,7 @@ import pytest
 np = pytest.importorskip("numpy")
 pytest.importorskip("evalplus")
 
-from evaluation.code_compare import (
+from evaluation.code_compare import (  # noqa: E402  (after the importorskip calls)
     END,
     OK,
     RAISED,

@@ -119,15 +119,16 @@ def test_cloze_agrees_per_item_with_lm_evals_own_arc_challenge_task(tiny_env, tm
     ours = run_ood(tiny_env["model"], tasks=["arc_challenge"], problems={"arc_challenge": chosen},
                    protocol="cloze")["arc_challenge"]
     upstream = tmp_path / "arc_upstream.jsonl"  # the allenai/ai2_arc schema that lm-eval's task reads
-    upstream.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answerKey": p.answer,
-                                            "choices": {"text": list(p.choices), "label": list("ABCDE"[:len(p.choices)])}})
-                                + "\n" for p in chosen))
+    rows = [{"id": p.id, "question": p.question, "answerKey": p.answer,
+             "choices": {"text": list(p.choices), "label": list("ABCDE"[:len(p.choices)])}} for p in chosen]
+    upstream.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = lm_eval.simple_evaluate(model="hf", model_args={"pretrained": str(tiny_env["model"]), "dtype": "float32"},
                                   tasks=[_lm_eval_own_task("arc_challenge", upstream)], device="cpu", batch_size=1,
                                   bootstrap_iters=0, log_samples=True, task_manager=TaskManager(include_defaults=False))
     theirs = sorted(out["samples"]["arc_challenge"], key=lambda s: s["doc_id"])
     assert [s["doc"]["id"] for s in theirs] == [i.id for i in ours.items] == [p.id for p in chosen]
-    agree = sum((i.correct, i.correct_norm) == (bool(s["acc"]), bool(s["acc_norm"])) for i, s in zip(ours.items, theirs))
+    agree = sum((i.correct, i.correct_norm) == (bool(s["acc"]), bool(s["acc_norm"]))
+                for i, s in zip(ours.items, theirs))
     assert agree == len(chosen)
     for i, s in zip(ours.items, theirs):
         assert i.logliks == pytest.approx([float(r[0]) for r in s["filtered_resps"]], abs=1e-5)

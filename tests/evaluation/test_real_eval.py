@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from common.config import ConfigError, config_from_dict, load_config, load_schema
 from evaluation import real_eval
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, Problem, load_benchmark
-from common.config import ConfigError, config_from_dict, load_config, load_schema
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = {"experiment": "t", "output_dir": "x", "seeds": [3, 4], "methods": ["grpo", "dapo"]}

@@ -105,7 +105,8 @@ def test_code_eval_from_a_checkout_below_a_0700_directory(tmp_path: Path) -> Non
         f"rows = {{json.loads(l)['task_id']: json.loads(l) for l in gzip.open({str(dataset)!r}, 'rt')}}\n"
         "t = rows['Mbpp/762']\n"
         "res = evaluate_mbpp_plus([{'task_id': 'Mbpp/762', 'completion': t['canonical_solution']}],\n"
-        f"    dataset_path={str(dataset)!r}, cache_dir={str(tmp_path / 'gt')!r}, config=SandboxConfig(run_timeout_s=120))\n"
+        f"    dataset_path={str(dataset)!r}, cache_dir={str(tmp_path / 'gt')!r},\n"
+        "    config=SandboxConfig(run_timeout_s=120))\n"
         "print(json.dumps({'root': str(REPO_ROOT), 'plus': res.pass_at_1_plus, 'iso': res.isolation}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=checkout,

@@ -6,8 +6,7 @@ import dataclasses
 
 import torch
 
-from training.bench import (CONTROL, bench_preset, forced_length_sampler, paired_ratios, ratio_line,
-                            rotated)
+from training.bench import CONTROL, bench_preset, forced_length_sampler, paired_ratios, ratio_line, rotated
 from training.presets import PRESETS
 
 

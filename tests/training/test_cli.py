@@ -8,10 +8,10 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from evaluation.benchmarks import BENCHMARKS
 from training import cli

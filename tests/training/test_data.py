@@ -42,7 +42,8 @@ def test_slipped_solutions_have_exactly_one_wrong_span_and_a_consistent_chain():
     slipped = 0
     for p in train:
         spans = re.findall(r"(-?\d+) ([+-]) (\d+) = (-?\d+)\.", p.solution)
-        wrong = [(a, op, b, c) for a, op, b, c in spans if (int(a) + int(b) if op == "+" else int(a) - int(b)) != int(c)]
+        wrong = [(a, op, b, c) for a, op, b, c in spans
+                 if (int(a) + int(b) if op == "+" else int(a) - int(b)) != int(c)]
         assert len(wrong) <= 1, p.solution
         for (_, _, _, c), (a2, _, _, _) in zip(spans, spans[1:]):
             assert c == a2, p.solution  # the chain carries the written value forward

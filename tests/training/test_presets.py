@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from training.credit import TOKEN_ADVANTAGES, TOKEN_WEIGHTS
 from training.losses import AGGREGATION_MODES, OUTCOME_ADVANTAGES, TOKEN_MEAN_NORMALISERS
 from training.presets import PRESETS, get_preset
-from training.credit import TOKEN_ADVANTAGES, TOKEN_WEIGHTS
 
 EXPECTED = {
     "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
@@ -117,3 +117,22 @@ def test_cf_skips_zero_advantage_rows_only_where_exact():
         if preset.token_weights == "cf":
             exact = preset.kl_beta == 0 or not preset.weights_on_kl
             assert preset.knobs["skip_zero_advantage"] == exact, name
+
+
+CONFIG_BASE = {"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"]}
+
+
+def test_unknown_method_lists_valid_presets():
+    from common.config import ConfigError, config_from_dict
+    from training.presets import check_methods
+
+    with pytest.raises(ConfigError, match="config key 'methods': unknown algorithm 'ppo'.*dapo"):
+        check_methods(config_from_dict({**CONFIG_BASE, "methods": ["ppo"]}).raw)
+
+
+def test_override_of_unknown_preset_field_is_named():
+    from common.config import ConfigError, config_from_dict
+    from training.presets import check_methods
+
+    with pytest.raises(ConfigError, match="eps_hi"):
+        check_methods(config_from_dict({**CONFIG_BASE, "algorithms": {"dapo": {"eps_hi": 0.3}}}).raw)

@@ -30,7 +30,8 @@ def test_every_recipe_validates_and_batch_geometry_is_consistent(path):
 def test_scale_defaults_are_the_cpu_no_op():
     cfg = config_from_dict({"experiment": "x", "output_dir": "o", "seeds": [1], "methods": ["dapo"]})
     s = cfg.scale
-    assert (s.nodes, s.gpus_per_node, s.world_size, s.deepspeed, s.fsdp, s.lora, s.vllm.mode) == (1, 0, 1, None, False, None, None)
+    got = (s.nodes, s.gpus_per_node, s.world_size, s.deepspeed, s.fsdp, s.lora, s.vllm.mode)
+    assert got == (1, 0, 1, None, False, None, None)
     assert cfg.train_data.dataset is None and cfg.train_data.source is None and cfg.backend == "native"
 
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training import losses
 from common.config import config_from_dict
+from training import losses
 from training.presets import get_preset
 from training.rl import forward_logp
 from training.trl_backend import build_trainer, per_token_loss, preset_loss, train_trl, trl_normalisers

@@ -70,12 +70,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from evaluation.generation.hf import sample_hf  # noqa: E402
-from evaluation.report.figures import RC, heatmap_panels, save  # noqa: E402
 from common.config import Config, load_config  # noqa: E402
-from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
-from training.credit.delta import delta_lambda  # noqa: E402
-from training.data import NAMES, OBJECTS, SCAFFOLD  # noqa: E402
 from common.io import (  # noqa: E402
     read_jsonl,
     sha256_file,
@@ -84,6 +79,13 @@ from common.io import (  # noqa: E402
     write_text_atomic,
 )
 from common.manifest import build_manifest  # noqa: E402
+from common.runtime import seed_everything, setup_runtime  # noqa: E402
+from evaluation.generation.hf import sample_hf  # noqa: E402
+from evaluation.report.figures import RC, heatmap_panels, save  # noqa: E402
+from training.credit import CreditBatch  # noqa: E402
+from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
+from training.credit.delta import delta_lambda  # noqa: E402
+from training.data import NAMES, OBJECTS, SCAFFOLD  # noqa: E402
 from training.presets import Preset, get_preset  # noqa: E402
 from training.rl import (  # noqa: E402
     Rollout,
@@ -95,8 +97,6 @@ from training.rl import (  # noqa: E402
     shape_rewards,
     verifiable_reward,
 )
-from common.runtime import seed_everything, setup_runtime  # noqa: E402
-from training.credit import CreditBatch  # noqa: E402
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
 CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of a calculation

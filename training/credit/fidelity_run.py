@@ -74,7 +74,8 @@ def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: 
     return adv, mask, effective_credit(preset, adv, weights, mask, max_len)
 
 
-def exact_importance(ro: Rollout, tokenizer: Any, questions: Sequence[str]) -> tuple[list[list[str]], list[list[float]]]:
+def exact_importance(ro: Rollout, tokenizer: Any,
+                     questions: Sequence[str]) -> tuple[list[list[str]], list[list[float]]]:
     """Token classes and exact importance of every response (valid tokens) of a synthetic rollout."""
     classes, imps = [], []
     for i in range(ro.response_ids.shape[0]):

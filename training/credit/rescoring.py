@@ -11,10 +11,10 @@ Three levels of shared prefixes, each run once: the distinct prompts (a group's 
 the distinct source completions on top of their prompt's cache, and the edited rows on top of their
 source's cache from the first edited position on. In the RL loop the first two come for free: the
 old-log-prob forward (phase 3, ``old_forward(keep_kv=True)``) runs the same model on the same batch and
-keeps its keys/values (``source=``), so only the edited suffixes are computed. Cost per edited row: ``R - start`` query tokens
-instead of ``P + R``. Edited rows are bucketed by first edited position (a bucket is micro-batched),
-so no row recomputes positions before its own edit. Only models whose cache is a plain ``DynamicCache`` of
-full-attention layers take this path; others (sliding windows, custom caches) are scored by full
+keeps its keys/values (``source=``), so only the edited suffixes are computed. Cost per edited row:
+``R - start`` query tokens instead of ``P + R``. Edited rows are bucketed by first edited position (a bucket
+is micro-batched), so no row recomputes positions before its own edit. Only models whose cache is a plain
+``DynamicCache`` of full-attention layers take this path; others (sliding windows, custom caches) are scored by full
 forwards (``full_logp_fn``) with the same result.
 """
 
@@ -152,7 +152,8 @@ def edited_logp(
                                               sources, micro_batch_size)
         except NotImplementedError:
             if full_logp_fn is None:
-                raise ValueError("edited_logp: the model's cache cannot be cropped and shared; pass full_logp_fn") from None
+                raise ValueError("edited_logp: the model's cache cannot be cropped and shared; "
+                                 "pass full_logp_fn") from None
             return full_logp_fn(prompt_ids[rows], prompt_mask[rows], edited_ids, response_mask[rows])
     # 3. edited rows, bucketed by first edited position c: queries from P + c - 1 (unchanged, it
     # predicts position c) on top of the source's keys/values of [0, P + c - 1)

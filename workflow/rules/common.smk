@@ -10,10 +10,12 @@ from snakemake.utils import validate
 validate(config, schema="../schemas/config.schema.yaml")
 
 sys.path.insert(0, str(Path(workflow.basedir)))
-from common.config import config_from_dict  # noqa: E402  (validates presets and fills defaults)
+from common.config import config_from_dict  # noqa: E402  (validates and fills defaults)
 from training.plan import launch_prefix, slurm_resources  # noqa: E402
+from training.presets import check_methods  # noqa: E402
 
 CFG = config_from_dict(config)
+check_methods(CFG.raw)
 OUT = CFG.output_dir
 # The python entry points read this file: the validated config with defaults filled *and* Snakemake's
 # --config overrides applied (they would be lost if the rules passed the original YAML). Rewritten only

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from training.credit import CreditBatch, TOKEN_ADVANTAGES
+from training.credit import TOKEN_ADVANTAGES, CreditBatch
 from training.credit.advantage import fisher_two_sided, ktae_key_token_scores, otb_advantages_from
 from training.losses import group_advantages
 from training.presets import PRESETS

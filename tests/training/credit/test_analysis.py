@@ -11,17 +11,17 @@ import statistics
 import pytest
 import torch
 
-from training.credit import analysis as ca
 from common.config import config_from_dict
+from common.io import read_jsonl
+from training.credit import analysis as ca
 from training.credit.cf import CFSpanRecord
 from training.data import SCAFFOLD
-from common.io import read_jsonl
 from training.presets import get_preset
 from training.rl import train
 
 pytestmark = pytest.mark.timeout(120)
 
-S, OP, R, A, O = "scaffolding", "calc_operands", "calc_result", "answer", "other"
+S, OP, R, A, O = "scaffolding", "calc_operands", "calc_result", "answer", "other"  # noqa: E741  (token-class initials)
 EOS = "<|endoftext|>"
 SCAF = [" Let", "'s", " think", " step", " by", " step", "."]
 

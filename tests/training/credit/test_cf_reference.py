@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from test_weights import EOS, PAD, SYNTHETIC, StubPolicy, cf_batch, knobs, make_batch, spans_of, tokenizer  # noqa: F401
+
 from training import losses
 from training.credit.cf import cf, cf_with_spans, importance_from_drops, reference_detection_end
 

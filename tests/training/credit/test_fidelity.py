@@ -24,7 +24,7 @@ from training.presets import get_preset
 
 pytestmark = pytest.mark.timeout(300)
 
-S, OP, R, A, SL, F, O = gt.SCAFFOLDING, gt.OPERAND, gt.RESULT, gt.ANSWER, gt.SLIP, gt.FORMAT, gt.OTHER
+S, OP, R, A, SL, F, O = gt.SCAFFOLDING, gt.OPERAND, gt.RESULT, gt.ANSWER, gt.SLIP, gt.FORMAT, gt.OTHER  # noqa: E741  (token-class initials)
 Q = "Sam has 7 pens. Sam gets 5 more and then gives away 3. How many pens does Sam have?"
 SCAF = " Let's think step by step."
 
@@ -92,7 +92,7 @@ def test_generator_solutions(slip_prob: float) -> None:
     """Every generated solution: right -> +1 exactly on its numbers and operators; slipped -> -1 exactly on
     the one slipped number (the generator's own error model)."""
     cfg = dataclasses.replace(config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1],
-                                                "methods": ["dapo"]}, check_presets=False).task,
+                                                "methods": ["dapo"]}).task,
                               slip_prob=slip_prob, n_train=60, n_heldout=1)
     for p in data.make_splits(cfg)[0]:
         correct = p.solution.endswith(f"{{{p.answer}}}")
@@ -142,7 +142,7 @@ def synthetic_batch(n: int, seed: int = 0):
     """n generated solutions of the default task (about half slipped), as token pieces with their exact
     importance; advantages: +1 for right, -1 for wrong solutions."""
     cfg = dataclasses.replace(config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1],
-                                                "methods": ["dapo"]}, check_presets=False).task,
+                                                "methods": ["dapo"]}).task,
                               n_train=n, n_heldout=1, seed=seed)
     rows = []
     for p in data.make_splits(cfg)[0]:

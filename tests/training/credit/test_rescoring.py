@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from training.rl import forward_logp
 from training.credit.rescoring import edited_logp
 from training.presets import PRESETS
+from training.rl import forward_logp
 
 
 def tiny(arch: str) -> torch.nn.Module:
@@ -141,9 +141,9 @@ def test_cf_weights_and_drops_equal_with_and_without_the_prefix_cache(tiny_env):
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training.credit.cf import cf_with_spans
     from common.io import read_jsonl
     from training.credit.batch import CreditBatch
+    from training.credit.cf import cf_with_spans
 
     tok = AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(tiny_env["model"]).eval()

@@ -8,8 +8,8 @@ import tempfile
 import pytest
 import torch
 
-from training.credit.delta import delta_lambda, delta_reference
 from training.credit import TOKEN_WEIGHTS, CreditBatch, get_token_weight_fn
+from training.credit.delta import delta_lambda, delta_reference
 
 torch.set_num_threads(1)
 
@@ -276,7 +276,6 @@ from training.credit.cf import (  # noqa: E402
     importance_from_drops,
     token_pieces,
 )
-
 from training.presets import PRESETS  # noqa: E402
 
 
@@ -390,7 +389,8 @@ def test_cf_importance_from_drops():
     imp = importance_from_drops(5, [(0, 2), (3, 4)], [1.0, -0.3], span_drop="per_token")
     raw = torch.tensor([0.7, 0.7, 0.2, -0.1, 0.2], dtype=torch.float64)
     torch.testing.assert_close(imp, 0.5 + 0.5 * (raw - raw.min()) / (raw.max() - raw.min()))
-    torch.testing.assert_close(importance_from_drops(3, [], [], span_drop="per_token"), torch.full((3,), 0.5, dtype=torch.float64))
+    torch.testing.assert_close(importance_from_drops(3, [], [], span_drop="per_token"),
+                               torch.full((3,), 0.5, dtype=torch.float64))
 
 
 # ----------------------------------------------------------------------------- CF: weights (stub policy)
