@@ -99,10 +99,10 @@ def delta_lambda(
     mask: Tensor,
     advantages: Tensor,
     *,
-    K: int = 1,
-    lambda_min: float = 0.8,
-    lambda_max: float = 1.2,
-    stats: StatsMode = "local",
+    K: int,
+    lambda_min: float,
+    lambda_max: float,
+    stats: StatsMode,
     within_side: bool = False,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> Tensor:
@@ -201,10 +201,10 @@ def _hidden_or_raise(batch: "CreditBatch", name: str) -> Tensor:
 def delta(
     batch: "CreditBatch",
     *,
-    K: int = 1,
-    lambda_min: float = 0.8,
-    lambda_max: float = 1.2,
-    stats: StatsMode = "local",
+    K: int,
+    lambda_min: float,
+    lambda_max: float,
+    stats: StatsMode,
 ) -> Tensor:
     """DelTA token weights w = lambda~ [B, R] (arXiv 2605.21467 §3, eq. for J_DelTA; App. H).
 
@@ -221,10 +221,10 @@ def delta(
 def delta_within_side(
     batch: "CreditBatch",
     *,
-    K: int = 1,
-    lambda_min: float = 0.8,
-    lambda_max: float = 1.2,
-    stats: StatsMode = "local",
+    K: int,
+    lambda_min: float,
+    lambda_max: float,
+    stats: StatsMode,
 ) -> Tensor:
     """Ablation "within-side only" (DelTA Table 2): own-centroid closeness, no opposite-side contrast.
 
@@ -253,9 +253,9 @@ def delta_reference(
     mask: Tensor,
     advantages: Tensor,
     *,
-    K: int = 1,
-    lambda_min: float = 0.8,
-    lambda_max: float = 1.2,
+    K: int,
+    lambda_min: float,
+    lambda_max: float,
 ) -> Tensor:
     """Slow, literal DelTA (local statistics), as algorithms.md §1.4 steps 1-6. Same I/O as delta_lambda."""
     _check_knobs(K, lambda_min, lambda_max)

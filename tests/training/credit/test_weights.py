@@ -9,7 +9,19 @@ import pytest
 import torch
 
 from training.credit import TOKEN_WEIGHTS, CreditBatch, get_token_weight_fn
-from training.credit.delta import delta_lambda, delta_reference
+from training.credit.delta import delta_lambda as _delta_lambda
+from training.credit.delta import delta_reference as _delta_reference
+from training.presets import PRESETS
+
+DELTA_KNOBS = PRESETS["delta"].knobs  # the paper's values (run_DelTA.sh); a test overrides one at a time
+
+
+def delta_lambda(*args, **kw):
+    return _delta_lambda(*args, **{**DELTA_KNOBS, **kw})
+
+
+def delta_reference(*args, **kw):
+    return _delta_reference(*args, **{k: v for k, v in {**DELTA_KNOBS, **kw}.items() if k != "stats"})
 
 torch.set_num_threads(1)
 
@@ -218,7 +230,7 @@ def test_delta_registry_and_missing_hidden():
     w = get_token_weight_fn("delta")(batch, K=1, lambda_min=0.8, lambda_max=1.2, stats="local")
     torch.testing.assert_close(w, delta_lambda(hidden, old_logp, mask, adv))
     with pytest.raises(ValueError, match="needs_hidden"):
-        TOKEN_WEIGHTS["delta"](make_batch(response_mask=mask, advantages=adv))
+        TOKEN_WEIGHTS["delta"](make_batch(response_mask=mask, advantages=adv), **DELTA_KNOBS)
     with pytest.raises(KeyError, match="valid"):
         get_token_weight_fn("deltaa")
 
@@ -226,8 +238,8 @@ def test_delta_registry_and_missing_hidden():
 def test_delta_within_side_differs_and_is_normalised():
     hidden, old_logp, mask, adv = separable_example()
     batch = make_batch(response_mask=mask, advantages=adv, hidden=hidden, old_logp=old_logp)
-    w_delta = TOKEN_WEIGHTS["delta"](batch)
-    w_within = TOKEN_WEIGHTS["delta_within_side"](batch)
+    w_delta = TOKEN_WEIGHTS["delta"](batch, **DELTA_KNOBS)
+    w_within = TOKEN_WEIGHTS["delta_within_side"](batch, **DELTA_KNOBS)
     valid = mask > 0
     assert w_within[valid].mean().item() == pytest.approx(1.0, abs=1e-9)
     assert (w_within - w_delta).abs().max() > 0.05
@@ -276,7 +288,6 @@ from training.credit.cf import (  # noqa: E402
     importance_from_drops,
     token_pieces,
 )
-from training.presets import PRESETS  # noqa: E402
 
 
 def knobs(**kw):
