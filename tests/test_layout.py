@@ -4,6 +4,7 @@ modules, and torch/sympy-free imports where the jobs need no model (issue 12's r
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,15 @@ def test_ruff_clean():
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_readme_file_map_names_every_module():
+    """The README's file map stays current: each module appears by its name (a ``stem*`` entry covers a family)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8").split("## File map", 1)[1]
+    names = set(re.findall(r"[A-Za-z_]\w*\*?", text))
+    families = [n[:-1] for n in names if n.endswith("*")]
+    missing = [rel for name, path in project_modules().items()
+               if path.stem not in ("__init__", "__main__") and path.stem not in names
+               and not any(path.stem.startswith(f) for f in families)
+               for rel in [path.relative_to(REPO).as_posix()]]
+    assert not missing, f"README file map does not name: {missing}"
