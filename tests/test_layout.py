@@ -182,3 +182,9 @@ def test_readme_file_map_names_every_module():
                and not any(path.stem.startswith(f) for f in families)
                for rel in [path.relative_to(REPO).as_posix()]]
     assert not missing, f"README file map does not name: {missing}"
+
+
+def test_readme_is_short():
+    """At most 180 lines: measurement logs belong in results/MEASUREMENTS.md."""
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 180, f"README.md has {len(lines)} lines > 180; move detail to results/MEASUREMENTS.md"
