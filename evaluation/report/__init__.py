@@ -95,11 +95,12 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
     prov = provenance(res)
     footer = footer_text(prov)
     groups = benchmark_groups(order_benchmarks(res.benchmarks, opts.benchmarks))
-    main = main_table(res, opts, footer_text(prov, groups["main"]))
+    significance = significance_table(res, opts, footer)
+    main = main_table(res, opts, footer_text(prov, groups["main"]), significance)
     learning = learning_table(res, opts, footer)
     tables = {
         "main": main,
-        "significance": significance_table(res, opts, footer),
+        "significance": significance,
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
         "failures": failures_table(res, footer),
@@ -110,7 +111,8 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
         if name in groups:
             benches = groups[name]
             tables[name] = accuracy_table(
-                res, opts, footer_text(prov, benches), name, benches, with_avg=len(benches) > 1
+                res, opts, footer_text(prov, benches), name, benches, with_avg=len(benches) > 1,
+                significance=significance,
             )
     math_sets = [b for b in res.benchmarks if benchmark_kind(b) == "math"]
     audit = audit_table(res, opts, footer_text(prov, math_sets))

@@ -55,10 +55,30 @@ def _seed_mean_problem_accuracy(by_seed: Mapping[int, EvalRecord], seeds: Sequen
     return frame.mean(axis=1).sort_index()
 
 
-def main_table(res: Results, opts: ReportOptions, footer: str) -> Table:
+def main_table(res: Results, opts: ReportOptions, footer: str, significance: Table | None = None) -> Table:
     """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
-    return accuracy_table(res, opts, footer, "main", benches, with_avg=True)
+    return accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
+
+
+def significant_rows(data: pd.DataFrame, significance: Table, scope: str, baseline: str,
+                     alpha: float) -> frozenset[int]:
+    """Rows of ``data`` whose ``scope`` differs from the baseline's after Holm (p_holm < alpha).
+
+    A method row qualifies by its own test; the baseline's row only when every other method differs.
+    """
+    sig = significance.data
+    sig = sig[sig["scope"] == scope] if "scope" in sig else sig.iloc[0:0]
+    p = dict(zip(sig["method"], pd.to_numeric(sig["p_holm"], errors="coerce")))
+    others = [m for m in data["method"] if m != baseline]
+    rows = set()
+    for i, method in enumerate(data["method"]):
+        if method == baseline:
+            if others and all(p.get(m, math.nan) < alpha for m in others):
+                rows.add(i)
+        elif p.get(method, math.nan) < alpha:
+            rows.add(i)
+    return frozenset(rows)
 
 
 ACCURACY_TITLES: Mapping[str, str] = {
@@ -69,7 +89,8 @@ ACCURACY_TITLES: Mapping[str, str] = {
 
 
 def accuracy_table(
-    res: Results, opts: ReportOptions, footer: str, name: str, benches: Sequence[str], *, with_avg: bool
+    res: Results, opts: ReportOptions, footer: str, name: str, benches: Sequence[str], *, with_avg: bool,
+    significance: Table | None = None,
 ) -> Table:
     """DelTA-style table: avg@k % per benchmark, weighted Avg, sd over seeds, bootstrap CI, Δ vs baseline.
 
@@ -120,8 +141,10 @@ def accuracy_table(
         for bench in scopes:
             data[[f"{bench}_ci_lo", f"{bench}_ci_hi"]] = math.nan
     base = data[data["method"] == opts.baseline]
+    note = ""
     if base.empty:
         log.warning("baseline %r has no final evaluation; Δ columns are empty", opts.baseline)
+        note = baseline_note(res, opts.baseline)
     for bench in scopes:
         data[f"{bench}_delta"] = data[bench] - (float(base[bench].iloc[0]) if not base.empty else math.nan)
     data.loc[data["method"] == opts.baseline, [f"{b}_delta" for b in scopes]] = math.nan
@@ -146,9 +169,25 @@ def accuracy_table(
     protocols = "" if name != "ood" else mcq_protocols(res, benches)
     caption = (
         f"{ACCURACY_TITLES.get(name, '')}{protocols}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
-        f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; best per column in bold"
+        f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; {BOLD_RULE.format(_label(opts.baseline))}"
     )
-    return Table(name, caption, data.reset_index(drop=True), tuple(cols), footer)
+    data = data.reset_index(drop=True)
+    # bold needs a significant difference; the Avg of a non-main table is not the tested Avg
+    tested = set(benches) | ({AVG} if name == "main" else set())
+    allowed = {scope: (significant_rows(data, significance, scope, opts.baseline, opts.alpha)
+                       if significance is not None and scope in tested else frozenset()) for scope in scopes}
+    return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
+
+
+BOLD_RULE = "bold: the best per column where its difference to {} is significant (Holm-adjusted permutation p)"
+
+
+def baseline_note(res: Results, baseline: str) -> str:
+    """Why Δ columns and the significance table are empty: the baseline was not evaluated."""
+    methods = ", ".join(sorted({r.method for r in res.evals}))
+    return (f"Warning: the baseline {_label(baseline)} ({baseline!r}) has no final evaluation (methods: {methods}); "
+            f"Δ columns are empty and there are no significance tests. Pass --baseline METHOD "
+            f"(report.baseline) or add it to `methods`.")
 
 
 def mcq_protocols(res: Results, benches: Sequence[str]) -> str:
@@ -170,8 +209,10 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     claims = _parse_claims(opts.claims)
     rows: list[dict[str, Any]] = []
     base = final.get(opts.baseline)
+    note = ""
     if base is None:
         log.warning("baseline %r has no final evaluation; significance table is empty", opts.baseline)
+        note = baseline_note(res, opts.baseline)
     for method in sort_methods(set(final)):
         if method == opts.baseline or base is None:
             continue
@@ -256,7 +297,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         f"paired by id); Δ with {100 * (1 - opts.alpha):.0f}% paired-bootstrap CI ({opts.n_boot} resamples, "
         f"stratified by benchmark), sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
     )
-    return Table("significance", caption, data, cols, footer)
+    return Table("significance", caption, data, cols, footer, note=note)
 
 
 def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
@@ -339,7 +380,8 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     for method in sort_methods(set(metrics["method"])) if not metrics.empty else []:
         run = metrics[metrics["method"] == method]
         row: dict[str, Any] = {"method": method, "label": _label(method), "seeds": int(run["seed"].nunique())}
-        row["steps"] = int(run.groupby("seed")["step"].max().median())
+        # logged steps, not the last step's index: training.rl logs steps 0..N-1 for an N-step run
+        row["steps"] = int(run.groupby("seed")["step"].nunique().median())
         for phase in [*phases, "total"]:
             row[f"time_{phase}_s"] = _seed_mean(run, f"time_{phase}")
         if {"tokens_generated", "time_rollout"} <= set(run):
