@@ -13,8 +13,8 @@ registry kind (``evaluation.benchmarks``; unregistered names count as math), lik
 
 ``main``          avg@k (%) per method on the math sets (incl. synthetic, without GSM8K) plus ``Avg``
                   weighted by problem count (DelTA §1.8 convention), mean ± sd over seeds, 95 % bootstrap
-                  CI over problems, best per column in bold, Δ vs the baseline. Every ``Avg`` of the report
-                  (learning curves, significance, time-to-target, figures) is over these benchmarks.
+                  CI over problems, Δ vs the baseline, bold where significant vs the baseline (Holm). Every
+                  ``Avg`` of the report (learning curves, significance, time-to-target, figures) is over these.
 ``significance``  paired test of each method against the baseline over problems × samples × seeds:
                   paired percentile bootstrap over problems (stratified by benchmark) and a sign-flip
                   permutation test over problems; seeds are paired by seed id, samples are averaged
@@ -106,7 +106,7 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
         "failures": failures_table(res, footer),
     }
     if "code" in groups:
-        tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"])
+        tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"], significance)
     for name in ("ood", "gsm8k"):
         if name in groups:
             benches = groups[name]

@@ -29,6 +29,7 @@ from evaluation.report.stats import (
     paired_test,
     problem_counts,
     seed_step_accuracy,
+    significant_rows,
     stratified_bootstrap_ci,
     wall_clock_at,
     weighted_average,
@@ -59,26 +60,6 @@ def main_table(res: Results, opts: ReportOptions, footer: str, significance: Tab
     """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
     return accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
-
-
-def significant_rows(data: pd.DataFrame, significance: Table, scope: str, baseline: str,
-                     alpha: float) -> frozenset[int]:
-    """Rows of ``data`` whose ``scope`` differs from the baseline's after Holm (p_holm < alpha).
-
-    A method row qualifies by its own test; the baseline's row only when every other method differs.
-    """
-    sig = significance.data
-    sig = sig[sig["scope"] == scope] if "scope" in sig else sig.iloc[0:0]
-    p = dict(zip(sig["method"], pd.to_numeric(sig["p_holm"], errors="coerce")))
-    others = [m for m in data["method"] if m != baseline]
-    rows = set()
-    for i, method in enumerate(data["method"]):
-        if method == baseline:
-            if others and all(p.get(m, math.nan) < alpha for m in others):
-                rows.add(i)
-        elif p.get(method, math.nan) < alpha:
-            rows.add(i)
-    return frozenset(rows)
 
 
 ACCURACY_TITLES: Mapping[str, str] = {
@@ -174,7 +155,7 @@ def accuracy_table(
     data = data.reset_index(drop=True)
     # bold needs a significant difference; the Avg of a non-main table is not the tested Avg
     tested = set(benches) | ({AVG} if name == "main" else set())
-    allowed = {scope: (significant_rows(data, significance, scope, opts.baseline, opts.alpha)
+    allowed = {scope: (significant_rows(data, significance.data, scope, opts.baseline, opts.alpha)
                        if significance is not None and scope in tested else frozenset()) for scope in scopes}
     return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
@@ -448,11 +429,13 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     return Table("wallclock", caption, data, tuple(cols), footer, note=WALLCLOCK_NOTE)
 
 
-def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence[str]) -> Table:
+def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence[str],
+               significance: Table | None = None) -> Table:
     """CF-paper code table: base and plus pass@1 (%) per code benchmark (MBPP+, HumanEval+), Δ plus.
 
     ``plus`` is the summary's ``plus_pass_at_1`` (avg@k when absent: every sample runs the plus tests);
-    ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it).
+    ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it). Only plus is tested
+    (the significance table's scope for the benchmark), so only plus can be bold.
     """
     final = _final_records(res)
     rows = []
@@ -479,27 +462,23 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
         data.loc[data["method"] == opts.baseline, f"{bench}_plus_delta"] = math.nan
     order = ["method", "label"]
     for bench in benches:
-        order += [
-            f"{bench}_base",
-            f"{bench}_base_sd",
-            f"{bench}_plus",
-            f"{bench}_plus_sd",
-            f"{bench}_plus_delta",
-        ]
+        order += [f"{bench}_{c}" for c in ("base", "base_sd", "plus", "plus_sd", "plus_delta")]
     data = data[[*order, "k", "seeds"]].reset_index(drop=True)
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in benches:
         cols += [
-            Column(f"{bench} base", f"{bench}_base", sd=f"{bench}_base_sd", bold="max"),
+            Column(f"{bench} base", f"{bench}_base", sd=f"{bench}_base_sd"),
             Column(f"{bench} plus", f"{bench}_plus", sd=f"{bench}_plus_sd", bold="max"),
             Column(f"{bench} Δ plus", f"{bench}_plus_delta", kind="signed"),
         ]
     cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int")]
     caption = (
         "Code: pass@1 (%) on the base and the plus (EvalPlus) tests at the final checkpoint, mean ± sd over "
-        f"seeds, Δ plus vs {_label(opts.baseline)}; best per column in bold"
+        f"seeds, Δ plus vs {_label(opts.baseline)}; plus {BOLD_RULE.format(_label(opts.baseline))}"
     )
     note = "plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported."
-    return Table("code", caption, data, tuple(cols), footer, note=note)
+    allowed = {f"{b}_plus": significant_rows(data, significance.data, b, opts.baseline, opts.alpha)
+               if significance is not None else frozenset() for b in benches}
+    return Table("code", caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
 

@@ -243,7 +243,7 @@ def test_tables_split_by_kind(fake_results: Callable[..., Path]) -> None:
     assert (tables / "code.csv").read_text() == CODE_CSV
     code_md = (tables / "code.md").read_text()
     assert (
-        "| DelTA | – | **78.12** ± 4.42 | +31.25 | **82.50** ± 3.54 | **77.50** ± 3.54 | +30.00 | 4 | 2 |"
+        "| DelTA | – | **78.12** ± 4.42 | +31.25 | 82.50 ± 3.54 | **77.50** ± 3.54 | +30.00 | 4 | 2 |"
         in code_md
     )
     assert "humaneval_plus=8 (32), mbpp_plus=10 (40) · grader" in code_md

@@ -36,5 +36,6 @@ def test_config_comments_point_at_files_that_exist():
     for path in sorted((REPO / "config").rglob("*.yaml")):
         comments = "\n".join(line.split("#", 1)[1] for line in path.read_text().splitlines() if "#" in line)
         assert not re.search(r"issue[- ]\d+ note", comments), path  # notes of a tracker are not in the repo
-        for ref in re.findall(r"\b((?:config|workflow|evaluation|training|common|results|tests)/[\w./-]+\.\w+)", comments):
+        dirs = "config|workflow|evaluation|training|common|results|tests"
+        for ref in re.findall(rf"\b((?:{dirs})/[\w./-]+\.\w+)", comments):
             assert (REPO / ref).exists(), (path, ref)
