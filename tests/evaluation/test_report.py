@@ -389,3 +389,25 @@ def test_footer_counts_the_seeds_of_the_tables_benchmarks(fake_results: Callable
     assert "· 2 seeds (ids 0, 1) ·" in report.footer_text(prov, ["bench_a"])
     one = {**prov, "seeds_by_benchmark": {**prov["seeds_by_benchmark"], "bench_a": [1]}}
     assert "· 1 seed (ids 1) ·" in report.footer_text(one, ["bench_a"])
+
+
+def test_accuracy_vs_step_is_small_multiples_that_state_n_k_and_seeds(
+    fake_results: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from matplotlib.figure import Figure
+
+    seen: list[Figure] = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (seen.append(fig), real(fig, *a, **k))[1])
+    figures.accuracy_vs_step(report.load_results(fake_results()), tmp_path / "acc")
+    fig = seen[0]
+    assert fig._suptitle is not None
+    title = " ".join(fig._suptitle.get_text().split())
+    assert "avg@k over bench_a (n=30), bench_b (n=33); k=4; 2 seeds (0, 1)" in title
+    # one panel per RL method and row: no two methods' seed curves share an axis, no min-max blob
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["DAPO", "DelTA"]
+    for ax in fig.axes:
+        colours = {line.get_color() for line in ax.lines if line.get_color() not in ("0.4", "0.55")}
+        assert len(colours) <= 1 and not ax.collections, ax.get_title()
+    assert fig.legends and not any(ax.get_legend() for ax in fig.axes)  # legend outside the panels
