@@ -157,10 +157,18 @@ def accuracy_table(
     tested = set(benches) | ({AVG} if name == "main" else set())
     allowed = {scope: (significant_rows(data, significance.data, scope, opts.baseline, opts.alpha)
                        if significance is not None and scope in tested else frozenset()) for scope in scopes}
+    note = " ".join(x for x in (note, scorer_warnings(res, benches)) if x)
     return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
 
 BOLD_RULE = "bold: the best per column where its difference to {} is significant (Holm-adjusted permutation p)"
+
+
+def scorer_warnings(res: Results, benches: Sequence[str]) -> str:
+    """The scorers' warnings at the final checkpoints of ``benches`` (e.g. one option letter dominating)."""
+    seen = [f"{_label(m)} seed {s}: {w}" for m, by_seed in _final_records(res).items()
+            for s, recs in sorted(by_seed.items()) for b, r in recs.items() if b in benches for w in r.warnings]
+    return " ".join(f"Warning: {w}." for w in dict.fromkeys(seen))
 
 
 def baseline_note(res: Results, baseline: str) -> str:

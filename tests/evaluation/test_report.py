@@ -411,3 +411,16 @@ def test_accuracy_vs_step_is_small_multiples_that_state_n_k_and_seeds(
         colours = {line.get_color() for line in ax.lines if line.get_color() not in ("0.4", "0.55")}
         assert len(colours) <= 1 and not ax.collections, ax.get_title()
     assert fig.legends and not any(ax.get_legend() for ax in fig.axes)  # legend outside the panels
+
+
+def test_letter_dominance_warning_of_the_scorer_is_in_the_table(fake_results: Callable[..., Path]) -> None:
+    import json
+
+    out = fake_results("letters", kinds=True)
+    path = out / "eval" / "delta" / "seed0" / "step20" / "arc_challenge.summary.json"
+    warning = "arc_challenge: option A is predicted for 12 of 12 items (100 %); the accuracy then measures ..."
+    path.write_text(json.dumps({**json.loads(path.read_text()), "warnings": [warning]}))
+    assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+    ood = (out / "tables" / "ood.md").read_text()
+    assert f"Warning: DelTA seed 0: {warning}." in ood
+    assert "Warning" not in (out / "tables" / "main.md").read_text()
