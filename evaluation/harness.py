@@ -22,7 +22,7 @@ import math
 import random
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,12 +33,11 @@ from common.io import write_json_atomic, write_jsonl_atomic
 from common.manifest import git_state, package_versions
 from evaluation.benchmarks import BENCHMARKS, Problem, get_benchmark, load_benchmark
 from evaluation.grading import GRADER_VERSION
+from evaluation.mcq import letter_warning
 from evaluation.metrics import bootstrap_ci, mean_g_pass_at_k
 
 log = logging.getLogger(__name__)
 
-DOMINANT_LETTER_SHARE = 0.9
-"""Warn when one option letter takes at least this share of a set's predictions (a position bias)."""
 
 
 def subset(problems: Sequence[Problem], limit: int | None, seed: int) -> list[Problem]:
@@ -92,18 +91,6 @@ def _generated_sets(engine: Any, jobs: dict[str, tuple[list[Problem], str]], arg
                       "mean_response_tokens": summary["mean_response_tokens"]}, records)
         bar.update(1)
     return out
-
-
-def letter_warning(name: str, predicted: Sequence[str], threshold: float = DOMINANT_LETTER_SHARE) -> str | None:
-    """A warning when one option letter takes ``threshold`` or more of the predictions, else None."""
-    if len(predicted) < 5:
-        return None
-    letter, count = Counter(predicted).most_common(1)[0]
-    share = count / len(predicted)
-    if share < threshold:
-        return None
-    return (f"{name}: option {letter} is predicted for {count} of {len(predicted)} items ({100 * share:.0f} %); "
-            f"the accuracy then measures how often the gold answer is {letter}, not knowledge")
 
 
 def _mcq_sets(engine: Any, sets: dict[str, list[Problem]], args: argparse.Namespace,
@@ -203,6 +190,7 @@ def format_results(results: dict[str, Any]) -> str:
         lo, hi = m[f"{key}_ci95"]
         lines.append(f"{name:<16} {r['protocol']:<9} {r['n']:>5} {r['k']:>3}  "
                      f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+    lines += [f"warning: {w}" for r in results["results"].values() for w in r.get("warnings", [])]
     return "\n".join(lines)
 
 

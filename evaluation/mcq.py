@@ -11,7 +11,7 @@ a local HF folder (``hf`` model type) or an already loaded one. Scoring is lm-ev
   per character of the option). Small models can be measured this way: they need not know the letters.
 * ``letters`` (MMLU-style): the options listed as ``A. ...`` in the prompt, the letters as continuations.
   A small model tends to pick one letter for every item, and the accuracy is then the share of that
-  gold letter (``evaluation.harness.letter_warning`` says so).
+  gold letter (``letter_warning`` says so, in ``creditbench eval``'s output and in the report's tables).
 
 GPQA's derived file is written to a temporary directory and removed afterwards, so it never lands in
 the repository.
@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,6 +41,20 @@ DOC_TO_TEXT = ("Question: {{question}}\n{% for c in choices %}{{letters[loop.ind
                "Answer:")
 CLOZE_DOC_TO_TEXT = "Question: {{question}}\nAnswer:"  # lm-eval's arc_easy.yaml / arc_challenge.yaml
 PROTOCOLS = ("cloze", "letters")
+DOMINANT_LETTER_SHARE = 0.9
+"""Warn when one option letter takes at least this share of a set's predictions (a position bias)."""
+
+
+def letter_warning(name: str, predicted: Sequence[str], threshold: float = DOMINANT_LETTER_SHARE) -> str | None:
+    """A warning when one option letter takes ``threshold`` or more of the predictions, else None."""
+    if len(predicted) < 5:
+        return None
+    letter, count = Counter(predicted).most_common(1)[0]
+    share = count / len(predicted)
+    if share < threshold:
+        return None
+    return (f"{name}: option {letter} is predicted for {count} of {len(predicted)} items ({100 * share:.0f} %); "
+            f"the accuracy then measures how often the gold answer is {letter}, not knowledge")
 
 
 class LmEvalUnavailable(RuntimeError):

@@ -200,7 +200,13 @@ def cmd_score(cfg: Config, args: argparse.Namespace) -> None:
                                  seed=meta["seed"], grader_timeout_s=cfg.eval.grader_timeout_s,
                                  loglikelihood=loglik)
         if loglik:
+            from evaluation.mcq import letter_warning
+
             check_lm_eval(name, records)
+            warning = letter_warning(name, [r["response"] for r in records])  # the chosen option letters
+            summary["warnings"] = [warning] if warning else []
+            if warning:
+                log.warning(warning)
         # run ids, subset, sampling from the generate job; lm-eval's grader version for multiple choice
         summary.update({k: v for k, v in meta.items() if k not in summary or k == "grader_version"})
         summary["scoring_seconds"] = round(time.perf_counter() - t0, 3)

@@ -13,8 +13,8 @@ registry kind (``evaluation.benchmarks``; unregistered names count as math), lik
 
 ``main``          avg@k (%) per method on the math sets (incl. synthetic, without GSM8K) plus ``Avg``
                   weighted by problem count (DelTA §1.8 convention), mean ± sd over seeds, 95 % bootstrap
-                  CI over problems, best per column in bold, Δ vs the baseline. Every ``Avg`` of the report
-                  (learning curves, significance, time-to-target, figures) is over these benchmarks.
+                  CI over problems, Δ vs the baseline, bold where significant vs the baseline (Holm). Every
+                  ``Avg`` of the report (learning curves, significance, time-to-target, figures) is over these.
 ``significance``  paired test of each method against the baseline over problems × samples × seeds:
                   paired percentile bootstrap over problems (stratified by benchmark) and a sign-flip
                   permutation test over problems; seeds are paired by seed id, samples are averaged
@@ -95,22 +95,24 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
     prov = provenance(res)
     footer = footer_text(prov)
     groups = benchmark_groups(order_benchmarks(res.benchmarks, opts.benchmarks))
-    main = main_table(res, opts, footer_text(prov, groups["main"]))
+    significance = significance_table(res, opts, footer)
+    main = main_table(res, opts, footer_text(prov, groups["main"]), significance)
     learning = learning_table(res, opts, footer)
     tables = {
         "main": main,
-        "significance": significance_table(res, opts, footer),
+        "significance": significance,
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
         "failures": failures_table(res, footer),
     }
     if "code" in groups:
-        tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"])
+        tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"], significance)
     for name in ("ood", "gsm8k"):
         if name in groups:
             benches = groups[name]
             tables[name] = accuracy_table(
-                res, opts, footer_text(prov, benches), name, benches, with_avg=len(benches) > 1
+                res, opts, footer_text(prov, benches), name, benches, with_avg=len(benches) > 1,
+                significance=significance,
             )
     math_sets = [b for b in res.benchmarks if benchmark_kind(b) == "math"]
     audit = audit_table(res, opts, footer_text(prov, math_sets))

@@ -7,9 +7,10 @@ byte-reproducibly: Agg backend, fixed ``svg.hashsalt``, no dates or software ver
 Figures: ``accuracy_vs_step`` (eval Avg and training accuracy), ``accuracy_vs_wallclock``,
 ``step_time_phases`` (stacked mean seconds per step by phase, total and overhead on top) and
 ``heatmap_{method}`` (a correct and an incorrect sample's token weights, for each method whose logged
-weights are not uniform). Seed bands are min–max over seeds around the seed mean. Accuracy is the eval
-avg@k weighted by problem count (the main table's Avg), training accuracy comes from ``metrics.jsonl``
-(smoothed by a moving mean on long runs).
+weights are not uniform). ``accuracy_vs_step`` is small multiples (a panel per method, a thin line per seed,
+the seed mean, the baseline's mean for reference; n, k and seeds in its title); ``accuracy_vs_wallclock``
+bands are min–max over seeds. Accuracy is the eval avg@k weighted by problem count (the main table's Avg),
+training accuracy comes from ``metrics.jsonl`` (smoothed by a moving mean on long runs).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,9 +43,10 @@ from evaluation.report.load import (  # noqa: E402
     START_METHOD,
     Results,
     load_results,
+    main_benchmarks,
     sort_methods,
 )
-from evaluation.report.stats import seed_step_accuracy, wall_clock_at  # noqa: E402
+from evaluation.report.stats import problem_counts, seed_step_accuracy, wall_clock_at  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -110,54 +113,75 @@ def _band(ax: plt.Axes, x: np.ndarray, y: pd.DataFrame, color: str, label: str, 
         )
 
 
-def accuracy_vs_step(res: Results, stem: Path) -> list[Path]:
-    """Left: eval Avg vs step from step 0 = the shared SFT start (also a dashed line). Right: training
-    accuracy vs step."""
+def _seeds_and_mean(ax: plt.Axes, x: np.ndarray, y: pd.DataFrame, color: str, marker: str = "o") -> None:
+    """One thin line per seed (a column of ``y``) and the seed mean on top."""
+    for seed in y.columns:
+        ax.plot(x, y[seed].to_numpy(), color=color, alpha=0.35, linewidth=0.8)
+    ax.plot(x, y.mean(axis=1).to_numpy(), color=color, marker=marker, markersize=3, linewidth=1.8)
+
+
+def _n_k_seeds(res: Results) -> str:
+    """``Avg over bench_a (n=30), bench_b (n=33); k=4; 2 seeds (0, 1)``: what every curve point averages."""
+    counts = problem_counts(res)
+    sets = ", ".join(f"{b} (n={counts[b]})" for b in main_benchmarks(res.benchmarks))
+    ks, seeds = sorted({r.k for r in res.evals}), sorted({r.seed for r in res.evals})
+    return (f"eval {AVG} avg@k over {sets}; k={'/'.join(map(str, ks))}; "
+            f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({', '.join(map(str, seeds))})")
+
+
+def _with_start(sub: pd.DataFrame, start: pd.DataFrame) -> pd.DataFrame:
+    """Step 0 of every RL run is the shared SFT checkpoint's evaluation (same seeds), when not logged."""
+    if sub.empty or start.empty or 0 in sub.index:
+        return sub
+    first = start.iloc[[0]].reindex(columns=sub.columns).set_axis([0])
+    return sub if first.isna().to_numpy().any() else pd.concat([first, sub]).sort_index()
+
+
+def accuracy_vs_step(res: Results, stem: Path, baseline: str = "dapo") -> list[Path]:
+    """Small multiples, one column per RL method: eval Avg vs step (top) and training accuracy (bottom).
+
+    Thin lines are seeds, the thick line their mean; the baseline's mean is a grey reference in the other
+    panels and the SFT start a dashed line. The title says n (problems per set), k and the seeds.
+    """
     acc = seed_step_accuracy(res)
-    methods = sort_methods(set(acc["method"]) | set(res.metrics.get("method", [])))
+    start = acc[acc["method"] == START_METHOD].pivot(index="step", columns="seed", values=AVG)
+    methods = [m for m in sort_methods(set(acc["method"]) | set(res.metrics.get("method", []))) if m != START_METHOD]
+    has_train = not res.metrics.empty and "accuracy" in res.metrics
+    evals = {m: _with_start(acc[acc["method"] == m].pivot(index="step", columns="seed", values=AVG).sort_index(),
+                            start) for m in methods}
+    trains = {m: res.metrics[res.metrics["method"] == m].pivot(index="step", columns="seed", values="accuracy")
+              .sort_index() * 100 for m in methods} if has_train else {}
+    window = max(1, round(max((len(t) for t in trains.values()), default=0) / TRAIN_SMOOTH_POINTS))
+    rows, cols = (2 if has_train else 1), max(1, len(methods))
     with plt.rc_context(RC):
-        fig, (ax_eval, ax_train) = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
-        start = acc[acc["method"] == START_METHOD].pivot(index="step", columns="seed", values=AVG)
-        for method in methods:
+        fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 0.6, 2.5 * rows + 0.9), sharex=True,
+                                 sharey="row", squeeze=False, constrained_layout=True)
+        for j, method in enumerate(methods):
             color = _color(method, methods)
-            sub = acc[acc["method"] == method].pivot(index="step", columns="seed", values=AVG).sort_index()
-            if method != START_METHOD and not sub.empty and not start.empty and 0 not in sub.index:
-                # every RL run starts from the shared SFT checkpoint: step 0 is its evaluation (same seeds)
-                first = start.iloc[[0]].reindex(columns=sub.columns).set_axis([0])
-                if not first.isna().to_numpy().any():
-                    sub = pd.concat([first, sub]).sort_index()
-            if method == START_METHOD:
+            for i, (curves, what) in enumerate([(evals, "eval"), (trains, "train")][:rows]):
+                ax, sub = axes[i, j], curves[method]
+                if method != baseline and baseline in curves and not curves[baseline].empty:
+                    ref = curves[baseline]
+                    ax.plot(ref.index, ref.mean(axis=1), color="0.55", linewidth=1.2, linestyle=":")
+                if what == "eval" and not start.empty:
+                    ax.axhline(float(start.to_numpy().mean()), color="0.4", linestyle="--", linewidth=1)
                 if not sub.empty:
-                    ax_eval.axhline(
-                        float(sub.to_numpy().mean()),
-                        color=color,
-                        linestyle="--",
-                        linewidth=1,
-                        label=_label(method),
-                    )
-                continue
-            if not sub.empty:
-                _band(ax_eval, sub.index.to_numpy(), sub, color, _label(method))
-            if not res.metrics.empty and "accuracy" in res.metrics:
-                run = res.metrics[res.metrics["method"] == method]
-                train = run.pivot(index="step", columns="seed", values="accuracy").sort_index() * 100
-                if not train.empty:
-                    window = max(1, round(len(train) / TRAIN_SMOOTH_POINTS))
-                    train = train.rolling(window, min_periods=1).mean()
-                    _band(ax_train, train.index.to_numpy(), train, color, _label(method), marker="")
-        ax_eval.set(
-            xlabel="step", ylabel=f"eval {AVG} avg@k (%)", title="Evaluation (seed mean, min–max band)"
-        )
-        n_train = int(res.metrics["step"].nunique()) if not res.metrics.empty else 0
-        window = max(1, round(n_train / TRAIN_SMOOTH_POINTS))
-        ax_train.set(
-            xlabel="step", ylabel="training accuracy (%)", title="Training batches (seed mean, min–max band)"
-        )
-        for ax in (ax_eval, ax_train):
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
-            if ax.lines:
-                smoothing = f"{window}-step moving mean" if ax is ax_train and window > 1 else None
-                ax.legend(loc="best", fontsize=8, title=smoothing, title_fontsize=8)
+                    sub = sub.rolling(window, min_periods=1).mean() if what == "train" else sub
+                    _seeds_and_mean(ax, sub.index.to_numpy(), sub, color, marker="o" if what == "eval" else "")
+                ax.set_title(_label(method) if i == 0 else "", fontsize=9, color=color)
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+            axes[-1, j].set_xlabel("step")
+        axes[0, 0].set_ylabel(f"eval {AVG} avg@k (%)")
+        if has_train:
+            smooth = f", {window}-step moving mean" if window > 1 else ""
+            axes[1, 0].set_ylabel(f"training accuracy (%){smooth}")
+        handles = [plt.Line2D([], [], color="0.2", linewidth=1.8, marker="o", markersize=3, label="seed mean"),
+                   plt.Line2D([], [], color="0.2", linewidth=0.8, alpha=0.35, label="one seed"),
+                   plt.Line2D([], [], color="0.55", linewidth=1.2, linestyle=":", label=f"{_label(baseline)} mean"),
+                   plt.Line2D([], [], color="0.4", linewidth=1, linestyle="--", label=f"{_label(START_METHOD)}")]
+        fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+        width = max(50, round(15 * (2.6 * cols + 0.6)))  # characters that fit the figure at font size 9
+        fig.suptitle("Accuracy vs step\n" + textwrap.fill(_n_k_seeds(res), width), fontsize=9)
         return save(fig, stem)
 
 
@@ -416,7 +440,7 @@ def token_weight_heatmaps(res: Results, out_dir: Path) -> list[Path]:
 
 def write_all(res: Results, out_dir: Path, *, baseline: str = "dapo") -> list[Path]:
     """Every figure into ``out_dir``; returns the written paths."""
-    paths = accuracy_vs_step(res, out_dir / "accuracy_vs_step")
+    paths = accuracy_vs_step(res, out_dir / "accuracy_vs_step", baseline=baseline)
     paths += accuracy_vs_wallclock(res, out_dir / "accuracy_vs_wallclock")
     if not res.metrics.empty:
         paths += phase_bars(res, out_dir / "step_time_phases", baseline=baseline)

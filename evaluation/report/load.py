@@ -92,6 +92,7 @@ class EvalRecord:
     path: Path
     extra: Mapping[str, float] = field(default_factory=dict)  # pass_at_k, base/plus_pass_at_1 (code), ...
     template: str = ""  # prompt template, or lm-eval's protocol for multiple choice (lm_eval_mcq_cloze_0shot)
+    warnings: tuple[str, ...] = ()  # the scorer's (e.g. one option letter takes >= 90 % of the predictions)
 
     def per_problem(self) -> pd.Series:
         """Per-problem accuracy (mean over samples), indexed by problem id."""
@@ -225,6 +226,7 @@ def _read_summary(path: Path) -> EvalRecord:
         path=path,
         extra={key: float(data[key]) for key in EXTRA_KEYS if isinstance(data.get(key), (int, float))},
         template=str(data.get("template") or ""),
+        warnings=tuple(str(w) for w in data.get("warnings") or ()),
     )
     expected = (path.parent.parent.parent.name, f"seed{record.seed}", f"step{record.step}", record.benchmark)
     actual = (

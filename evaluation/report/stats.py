@@ -213,3 +213,21 @@ def wall_clock_at(metrics: pd.DataFrame, method: str, seed: int, step: int) -> f
     return float(run.sort_values("step", kind="mergesort")["wall_clock"].iloc[-1])
 
 
+def significant_rows(data: pd.DataFrame, significance: pd.DataFrame, scope: str, baseline: str,
+                     alpha: float) -> frozenset[int]:
+    """Rows of ``data`` whose ``scope`` differs from the baseline's after Holm (``p_holm`` < alpha) in the
+    significance table's data.
+
+    A method row qualifies by its own test; the baseline's row only when every other method differs.
+    """
+    sig = significance[significance["scope"] == scope] if "scope" in significance else significance.iloc[0:0]
+    p = dict(zip(sig["method"], pd.to_numeric(sig["p_holm"], errors="coerce")))
+    others = [m for m in data["method"] if m != baseline]
+    rows = set()
+    for i, method in enumerate(data["method"]):
+        if method == baseline:
+            if others and all(p.get(m, math.nan) < alpha for m in others):
+                rows.add(i)
+        elif p.get(method, math.nan) < alpha:
+            rows.add(i)
+    return frozenset(rows)

@@ -29,6 +29,7 @@ from evaluation.report.stats import (
     paired_test,
     problem_counts,
     seed_step_accuracy,
+    significant_rows,
     stratified_bootstrap_ci,
     wall_clock_at,
     weighted_average,
@@ -55,10 +56,10 @@ def _seed_mean_problem_accuracy(by_seed: Mapping[int, EvalRecord], seeds: Sequen
     return frame.mean(axis=1).sort_index()
 
 
-def main_table(res: Results, opts: ReportOptions, footer: str) -> Table:
+def main_table(res: Results, opts: ReportOptions, footer: str, significance: Table | None = None) -> Table:
     """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
-    return accuracy_table(res, opts, footer, "main", benches, with_avg=True)
+    return accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
 
 
 ACCURACY_TITLES: Mapping[str, str] = {
@@ -69,7 +70,8 @@ ACCURACY_TITLES: Mapping[str, str] = {
 
 
 def accuracy_table(
-    res: Results, opts: ReportOptions, footer: str, name: str, benches: Sequence[str], *, with_avg: bool
+    res: Results, opts: ReportOptions, footer: str, name: str, benches: Sequence[str], *, with_avg: bool,
+    significance: Table | None = None,
 ) -> Table:
     """DelTA-style table: avg@k % per benchmark, weighted Avg, sd over seeds, bootstrap CI, Δ vs baseline.
 
@@ -120,8 +122,10 @@ def accuracy_table(
         for bench in scopes:
             data[[f"{bench}_ci_lo", f"{bench}_ci_hi"]] = math.nan
     base = data[data["method"] == opts.baseline]
+    note = ""
     if base.empty:
         log.warning("baseline %r has no final evaluation; Δ columns are empty", opts.baseline)
+        note = baseline_note(res, opts.baseline)
     for bench in scopes:
         data[f"{bench}_delta"] = data[bench] - (float(base[bench].iloc[0]) if not base.empty else math.nan)
     data.loc[data["method"] == opts.baseline, [f"{b}_delta" for b in scopes]] = math.nan
@@ -146,9 +150,33 @@ def accuracy_table(
     protocols = "" if name != "ood" else mcq_protocols(res, benches)
     caption = (
         f"{ACCURACY_TITLES.get(name, '')}{protocols}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
-        f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; best per column in bold"
+        f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; {BOLD_RULE.format(_label(opts.baseline))}"
     )
-    return Table(name, caption, data.reset_index(drop=True), tuple(cols), footer)
+    data = data.reset_index(drop=True)
+    # bold needs a significant difference; the Avg of a non-main table is not the tested Avg
+    tested = set(benches) | ({AVG} if name == "main" else set())
+    allowed = {scope: (significant_rows(data, significance.data, scope, opts.baseline, opts.alpha)
+                       if significance is not None and scope in tested else frozenset()) for scope in scopes}
+    note = " ".join(x for x in (note, scorer_warnings(res, benches)) if x)
+    return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
+
+
+BOLD_RULE = "bold: the best per column where its difference to {} is significant (Holm-adjusted permutation p)"
+
+
+def scorer_warnings(res: Results, benches: Sequence[str]) -> str:
+    """The scorers' warnings at the final checkpoints of ``benches`` (e.g. one option letter dominating)."""
+    seen = [f"{_label(m)} seed {s}: {w}" for m, by_seed in _final_records(res).items()
+            for s, recs in sorted(by_seed.items()) for b, r in recs.items() if b in benches for w in r.warnings]
+    return " ".join(f"Warning: {w}." for w in dict.fromkeys(seen))
+
+
+def baseline_note(res: Results, baseline: str) -> str:
+    """Why Δ columns and the significance table are empty: the baseline was not evaluated."""
+    methods = ", ".join(sorted({r.method for r in res.evals}))
+    return (f"Warning: the baseline {_label(baseline)} ({baseline!r}) has no final evaluation (methods: {methods}); "
+            f"Δ columns are empty and there are no significance tests. Pass --baseline METHOD "
+            f"(report.baseline) or add it to `methods`.")
 
 
 def mcq_protocols(res: Results, benches: Sequence[str]) -> str:
@@ -170,8 +198,10 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     claims = _parse_claims(opts.claims)
     rows: list[dict[str, Any]] = []
     base = final.get(opts.baseline)
+    note = ""
     if base is None:
         log.warning("baseline %r has no final evaluation; significance table is empty", opts.baseline)
+        note = baseline_note(res, opts.baseline)
     for method in sort_methods(set(final)):
         if method == opts.baseline or base is None:
             continue
@@ -256,7 +286,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         f"paired by id); Δ with {100 * (1 - opts.alpha):.0f}% paired-bootstrap CI ({opts.n_boot} resamples, "
         f"stratified by benchmark), sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
     )
-    return Table("significance", caption, data, cols, footer)
+    return Table("significance", caption, data, cols, footer, note=note)
 
 
 def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
@@ -339,7 +369,8 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     for method in sort_methods(set(metrics["method"])) if not metrics.empty else []:
         run = metrics[metrics["method"] == method]
         row: dict[str, Any] = {"method": method, "label": _label(method), "seeds": int(run["seed"].nunique())}
-        row["steps"] = int(run.groupby("seed")["step"].max().median())
+        # logged steps, not the last step's index: training.rl logs steps 0..N-1 for an N-step run
+        row["steps"] = int(run.groupby("seed")["step"].nunique().median())
         for phase in [*phases, "total"]:
             row[f"time_{phase}_s"] = _seed_mean(run, f"time_{phase}")
         if {"tokens_generated", "time_rollout"} <= set(run):
@@ -406,11 +437,13 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     return Table("wallclock", caption, data, tuple(cols), footer, note=WALLCLOCK_NOTE)
 
 
-def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence[str]) -> Table:
+def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence[str],
+               significance: Table | None = None) -> Table:
     """CF-paper code table: base and plus pass@1 (%) per code benchmark (MBPP+, HumanEval+), Δ plus.
 
     ``plus`` is the summary's ``plus_pass_at_1`` (avg@k when absent: every sample runs the plus tests);
-    ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it).
+    ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it). Only plus is tested
+    (the significance table's scope for the benchmark), so only plus can be bold.
     """
     final = _final_records(res)
     rows = []
@@ -437,27 +470,23 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
         data.loc[data["method"] == opts.baseline, f"{bench}_plus_delta"] = math.nan
     order = ["method", "label"]
     for bench in benches:
-        order += [
-            f"{bench}_base",
-            f"{bench}_base_sd",
-            f"{bench}_plus",
-            f"{bench}_plus_sd",
-            f"{bench}_plus_delta",
-        ]
+        order += [f"{bench}_{c}" for c in ("base", "base_sd", "plus", "plus_sd", "plus_delta")]
     data = data[[*order, "k", "seeds"]].reset_index(drop=True)
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in benches:
         cols += [
-            Column(f"{bench} base", f"{bench}_base", sd=f"{bench}_base_sd", bold="max"),
+            Column(f"{bench} base", f"{bench}_base", sd=f"{bench}_base_sd"),
             Column(f"{bench} plus", f"{bench}_plus", sd=f"{bench}_plus_sd", bold="max"),
             Column(f"{bench} Δ plus", f"{bench}_plus_delta", kind="signed"),
         ]
     cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int")]
     caption = (
         "Code: pass@1 (%) on the base and the plus (EvalPlus) tests at the final checkpoint, mean ± sd over "
-        f"seeds, Δ plus vs {_label(opts.baseline)}; best per column in bold"
+        f"seeds, Δ plus vs {_label(opts.baseline)}; plus {BOLD_RULE.format(_label(opts.baseline))}"
     )
     note = "plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported."
-    return Table("code", caption, data, tuple(cols), footer, note=note)
+    allowed = {f"{b}_plus": significant_rows(data, significance.data, b, opts.baseline, opts.alpha)
+               if significance is not None else frozenset() for b in benches}
+    return Table("code", caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
 

@@ -30,3 +30,9 @@ def test_subset_without_subjects_is_seeded_not_the_first_rows():
 def test_one_letter_taking_the_predictions_is_warned():
     assert "option A is predicted for 199 of 200" in harness.letter_warning("arc", ["A"] * 199 + ["B"])
     assert harness.letter_warning("arc", ["A", "B", "C", "D"] * 50) is None
+    # creditbench eval's printed table carries the warning of results.json, not only the log
+    metrics = {"acc": 0.26, "acc_ci95": [0.2, 0.32]}
+    warning = harness.letter_warning("arc_challenge", ["A"] * 199 + ["B"])
+    results = {"results": {"arc_challenge": {"protocol": "letters", "n": 200, "k": 1, "metrics": metrics,
+                                             "warnings": [warning]}}}
+    assert harness.format_results(results).splitlines()[-1] == f"warning: {warning}"

@@ -76,7 +76,7 @@ def split_run(tiny_env, tmp_path_factory):
     pytest.importorskip("evalplus")
     root = tmp_path_factory.mktemp("real")
     raw = yaml.safe_load(Path(tiny_env["config"]).read_text())
-    raw["real_eval"] = {"sets": SETS, "limit": 2, "max_new_tokens": 8, "limit_per_set": {"arc_challenge": 3}}
+    raw["real_eval"] = {"sets": SETS, "limit": 2, "max_new_tokens": 8, "limit_per_set": {"arc_challenge": 5}}
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
     out = root / "sft" / "seed1" / "step0"
@@ -93,7 +93,7 @@ def _summary(out: Path, name: str) -> dict:
 
 def test_split_jobs_write_summaries_with_their_provenance(split_run):
     _, out = split_run
-    for name, n in (("gsm8k", 2), ("mbpp_plus", 2), ("arc_challenge", 3)):
+    for name, n in (("gsm8k", 2), ("mbpp_plus", 2), ("arc_challenge", 5)):
         s = _summary(out, name)
         first = [p.id for p in load_benchmark(name)[:n]]
         assert (s["n_problems"], s["k"], s["problem_ids"]) == (n, 1, first)
@@ -152,6 +152,21 @@ def test_score_checks_the_letter_match_against_lm_eval(split_run, tmp_path):
     with pytest.raises(ValueError, match="disagree"):
         real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path),
                         "--sets", "arc_challenge"])
+
+
+def test_score_writes_the_letter_dominance_warning_into_the_summary(split_run, tmp_path):
+    """Every item answered A: the summary (what the report reads) says so."""
+    config, out = split_run
+    (tmp_path / "arc_challenge.gen.json").write_text((out / "arc_challenge.gen.json").read_text())
+    gold = {p.id: p.answer for p in load_benchmark("arc_challenge")}
+    rows = [json.loads(x) for x in (out / "arc_challenge.raw.jsonl").read_text().splitlines()]
+    rows = [{**r, "response": "A", "lm_eval_correct": gold[r["problem_id"]] == "A"} for r in rows]
+    (tmp_path / "arc_challenge.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path), "--sets", "arc_challenge"])
+    assert _summary(tmp_path, "arc_challenge")["warnings"] == [
+        "arc_challenge: option A is predicted for 5 of 5 items (100 %); the accuracy then measures how often the "
+        "gold answer is A, not knowledge"]
+    assert isinstance(_summary(out, "arc_challenge")["warnings"], list)  # written for every multiple-choice set
 
 
 def test_gpqa_prompts_are_kept_only_as_a_hash():

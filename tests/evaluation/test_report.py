@@ -71,7 +71,8 @@ def test_footer_on_every_table(fake_results: Callable[..., Path]) -> None:
     for name in report.TABLE_NAMES:
         md = (tables / f"{name}.md").read_text()
         assert (
-            "k=4 · seeds=0, 1 · problems (samples) per checkpoint: bench_a=30 (120), bench_b=33 (132) · grader math-v3"
+            "k=4 · 2 seeds (ids 0, 1) · problems (samples) per checkpoint: bench_a=30 (120), bench_b=33 (132) · grader "
+            "math-v3"
             in md
         )
         assert "data sha256: bench_a 111111111111; bench_b 222222222222" in md
@@ -242,7 +243,7 @@ def test_tables_split_by_kind(fake_results: Callable[..., Path]) -> None:
     assert (tables / "code.csv").read_text() == CODE_CSV
     code_md = (tables / "code.md").read_text()
     assert (
-        "| DelTA | – | **78.12** ± 4.42 | +31.25 | **82.50** ± 3.54 | **77.50** ± 3.54 | +30.00 | 4 | 2 |"
+        "| DelTA | – | **78.12** ± 4.42 | +31.25 | 82.50 ± 3.54 | **77.50** ± 3.54 | +30.00 | 4 | 2 |"
         in code_md
     )
     assert "humaneval_plus=8 (32), mbpp_plus=10 (40) · grader" in code_md
@@ -349,3 +350,77 @@ def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callab
             "--n-perm", "200"]
     assert report_cli.main(args) == 0
     assert {"main.md", "code.md", "ood.md", "gsm8k.md"} <= {p.name for p in (out / "real_tables").iterdir()}
+
+
+def _rows(md: str) -> dict[str, str]:
+    return {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if line.startswith("| ")}
+
+
+def test_bold_only_where_the_difference_to_the_baseline_is_significant(fake_results: Callable[..., Path]) -> None:
+    # identical: DelTA's samples are DAPO's, so the two tie at the top of every column with p = 1
+    rows = _rows((_tables(fake_results, name="same", identical=True) / "main.md").read_text())
+    assert not any("**" in line for line in rows.values())
+    main = (_tables(fake_results) / "main.md").read_text()  # DelTA +26.8 pp, p_holm < 0.05: bold
+    assert "**76.79**" in _rows(main)["DelTA"] and "significant (Holm-adjusted permutation p)" in main
+
+
+def test_missing_baseline_is_said_in_the_tables(fake_results: Callable[..., Path]) -> None:
+    tables = _tables(fake_results, "--baseline", "grpo")
+    for name in ("main", "significance"):
+        md = (tables / f"{name}.md").read_text()
+        assert "Warning: the baseline GRPO ('grpo') has no final evaluation (methods: dapo, delta, sft)" in md
+
+
+def test_wallclock_counts_the_steps_logged_from_zero(fake_results: Callable[..., Path]) -> None:
+    """training.rl logs steps 0..N-1; a 20-step run is 20 steps, not 19."""
+    import json
+
+    out = fake_results("zero")
+    for path in (out / "runs").glob("*/seed*/metrics.jsonl"):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**r, "step": r["step"] - 1}) + "\n" for r in rows))
+    assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+    wall = _csv(out / "tables", "wallclock")
+    assert wall.loc["dapo", "steps"] == wall.loc["delta", "steps"] == "20"
+
+
+def test_footer_counts_the_seeds_of_the_tables_benchmarks(fake_results: Callable[..., Path]) -> None:
+    prov = report.provenance(report.load_results(fake_results()))
+    assert "· 2 seeds (ids 0, 1) ·" in report.footer_text(prov, ["bench_a"])
+    one = {**prov, "seeds_by_benchmark": {**prov["seeds_by_benchmark"], "bench_a": [1]}}
+    assert "· 1 seed (ids 1) ·" in report.footer_text(one, ["bench_a"])
+
+
+def test_accuracy_vs_step_is_small_multiples_that_state_n_k_and_seeds(
+    fake_results: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from matplotlib.figure import Figure
+
+    seen: list[Figure] = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (seen.append(fig), real(fig, *a, **k))[1])
+    figures.accuracy_vs_step(report.load_results(fake_results()), tmp_path / "acc")
+    fig = seen[0]
+    assert fig._suptitle is not None
+    title = " ".join(fig._suptitle.get_text().split())
+    assert "avg@k over bench_a (n=30), bench_b (n=33); k=4; 2 seeds (0, 1)" in title
+    # one panel per RL method and row: no two methods' seed curves share an axis, no min-max blob
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["DAPO", "DelTA"]
+    for ax in fig.axes:
+        colours = {line.get_color() for line in ax.lines if line.get_color() not in ("0.4", "0.55")}
+        assert len(colours) <= 1 and not ax.collections, ax.get_title()
+    assert fig.legends and not any(ax.get_legend() for ax in fig.axes)  # legend outside the panels
+
+
+def test_letter_dominance_warning_of_the_scorer_is_in_the_table(fake_results: Callable[..., Path]) -> None:
+    import json
+
+    out = fake_results("letters", kinds=True)
+    path = out / "eval" / "delta" / "seed0" / "step20" / "arc_challenge.summary.json"
+    warning = "arc_challenge: option A is predicted for 12 of 12 items (100 %); the accuracy then measures ..."
+    path.write_text(json.dumps({**json.loads(path.read_text()), "warnings": [warning]}))
+    assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+    ood = (out / "tables" / "ood.md").read_text()
+    assert f"Warning: DelTA seed 0: {warning}." in ood
+    assert "Warning" not in (out / "tables" / "main.md").read_text()

@@ -20,11 +20,15 @@ REPO = Path(__file__).resolve().parents[2]
 SCREEN_LINES = 40
 
 
+SCRIPT = Path(sys.executable).with_name("creditbench")  # the installed console script, where pip put one
+
+
 def creditbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """The console script's entry point in a fresh interpreter (``python -m training.cli`` runs ``main``)."""
+    """The installed ``creditbench`` script (else ``python -m training.cli``, the same ``main``) in a fresh
+    process; PYTHONPATH puts this checkout first, so an install from another clone runs this code."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_WAIT_POLICY": "PASSIVE"}
-    return subprocess.run([sys.executable, "-m", "training.cli", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    cmd = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "training.cli"]
+    return subprocess.run([*cmd, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_console_script_points_at_main():
@@ -52,10 +56,11 @@ def test_benchmarks_list_names_every_registered_set():
 
 
 def test_eval_writes_results_and_samples_of_the_tiny_model(tiny_env, tmp_path):
+    """The acceptance command as written (default options) on the tiny model."""
     pytest.importorskip("lm_eval")
     out = tmp_path / "eval"
     res = creditbench("eval", "--model", str(tiny_env["model"]), "--sets", "gsm8k,arc_challenge", "--limit", "5",
-                      "--max-new-tokens", "16", "--out", str(out))
+                      "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert set(results["results"]) == {"gsm8k", "arc_challenge"}

@@ -62,32 +62,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
-
-from common.config import Config, load_config  # noqa: E402
-from common.io import (  # noqa: E402
+from common.config import Config, load_config
+from common.io import (
     read_jsonl,
     sha256_file,
     write_json_atomic,
     write_jsonl_atomic,
     write_text_atomic,
 )
-from common.manifest import build_manifest  # noqa: E402
-from common.runtime import seed_everything, setup_runtime  # noqa: E402
-from evaluation.generation.hf import sample_hf  # noqa: E402
-from evaluation.report.figures import RC, heatmap_panels, save  # noqa: E402
-from training.credit import CreditBatch  # noqa: E402
-from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces  # noqa: E402
-from training.credit.delta import delta_lambda  # noqa: E402
-from training.data import NAMES, OBJECTS, SCAFFOLD  # noqa: E402
-from training.presets import Preset, get_preset  # noqa: E402
-from training.rl import (  # noqa: E402
+from common.manifest import build_manifest
+from common.runtime import seed_everything, setup_runtime
+from evaluation.generation.hf import sample_hf
+from training.credit import CreditBatch
+from training.credit.analysis_figures import bar_figure, heatmaps
+from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces
+from training.credit.delta import delta_lambda
+from training.data import NAMES, OBJECTS, SCAFFOLD
+from training.presets import Preset, get_preset
+from training.rl import (
     Rollout,
     grade_rollout,
     make_edit_logp_fn,
@@ -232,6 +228,50 @@ def cf_headline(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "share_distractor": by["all"]["share_distractor"],
         "n_distractor": by["all"]["n_distractor"],
     }
+
+
+RATIO_N_BOOT = 2000  # bootstrap resamples of the headline ratio
+
+
+def ratio_bootstrap(
+    spans_by_response: Sequence[Sequence[tuple[str, float]]], threshold: float = CRITICAL_THRESHOLD, *,
+    n_boot: int = RATIO_N_BOOT, alpha: float = 0.05, seed: int = 0,
+) -> dict[str, Any]:
+    """Percentile bootstrap CI of the critical-share ratio calculation / sentence over responses.
+
+    ``spans_by_response``: per scored response, its spans' (kind, I). Responses are resampled with
+    replacement (spans of one response stay together). A resample whose ratio is 0/0 or lacks a kind is
+    ``n_undefined`` and left out; x/0 with x > 0 is +inf (``n_infinite``), so ``ci_hi`` may be inf.
+    """
+    counts = np.array([[sum(k == kind and d >= threshold for k, d in spans) for kind in SPAN_KINDS[:2]]
+                       + [sum(k == kind for k, _ in spans) for kind in SPAN_KINDS[:2]]
+                       for spans in spans_by_response], dtype=float).reshape(-1, 4)
+    n = len(counts)
+    out: dict[str, Any] = {"n_responses": n, "n_boot": n_boot, "alpha": alpha, "ci_lo": None, "ci_hi": None,
+                           "n_undefined": n_boot, "n_infinite": 0}
+    if n == 0:
+        return out
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    a_crit, s_crit, a_n, s_n = (counts[:, j][idx].sum(axis=1) for j in range(4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (a_crit / a_n) / (s_crit / s_n)
+    ok = ~np.isnan(ratio)
+    out["n_undefined"], out["n_infinite"] = int((~ok).sum()), int(np.isinf(ratio).sum())
+    if ok.any():
+        lo, hi = np.quantile(ratio[ok], [alpha / 2, 1 - alpha / 2], method="inverted_cdf")
+        out["ci_lo"], out["ci_hi"] = float(lo), float(hi)
+    return out
+
+
+def ci_text(ci: Mapping[str, Any]) -> str:
+    """``[lo, hi] (95 % bootstrap CI over n responses, B resamples)``; the left-out resamples are counted."""
+    def num(x: float | None) -> str:
+        return "–" if x is None else "∞" if math.isinf(x) else f"{x:.2f}"
+
+    extra = f"; {ci['n_undefined']} undefined (0/0) left out" if ci["n_undefined"] else ""
+    extra += f"; {ci['n_infinite']} with no critical sentence span (∞)" if ci["n_infinite"] else ""
+    return (f"[{num(ci['ci_lo'])}, {num(ci['ci_hi'])}] ({100 * (1 - ci['alpha']):.0f} % bootstrap CI over "
+            f"n = {ci['n_responses']} responses, {ci['n_boot']} resamples{extra})")
 
 
 def pick_samples(correct: Sequence[bool], group_ids: Sequence[int]) -> list[int]:
@@ -390,60 +430,10 @@ def cf_markdown(
                  _fmt(r["median_drop"])]
         lines.append("| " + " | ".join(cells) + " |")
     ratio = headline["ratio_critical_calculation_to_sentence"]
+    ci = headline.get("ratio_ci")
     lines += ["", (f"{critical_definition(threshold)}. Ratio of critical shares, calculation (arithmetic) / "
-                   f"sentence: {_fmt(ratio, 2)}.")]
+                   f"sentence: {_fmt(ratio, 2)}" + (f" {ci_text(ci)}" if ci else "") + ".")]
     return "\n".join(lines) + "\n"
-
-
-def _panel_title(name: str, row: Mapping[str, Any], adv_key: str) -> str:
-    verdict = "correct" if row["correct"] else "wrong"
-    where = f"step {row['step']} row {row['row']}"
-    return f"{name} · {where} · {verdict} (gold {row['gold']}) · A {row[adv_key]:+.2f}"
-
-
-def heatmaps(
-    rows: Sequence[Mapping[str, Any]], picks: Sequence[tuple[int, int]], out: Path, label: str
-) -> list[Path]:
-    """heatmap_delta (λ~) and heatmap_cf (w) of the picked (step, row) responses."""
-    by_key = {(r["step"], r["row"]): r for r in rows}
-    chosen = [by_key[k] for k in picks]
-    paths: list[Path] = []
-    for stem, key, adv_key, what in (("heatmap_delta", "lambda", "advantage_delta", "DelTA λ~"),
-                                     ("heatmap_cf", "cf_w", "advantage_cf", "CF w")):
-        panels = [(_panel_title(f"{label} · {what}", r, adv_key), r["tokens"], r[key]) for r in chosen]
-        if not panels:  # an empty batch: still write the declared files
-            panels = [(f"{label} · {what} · no response", [""], [1.0])]
-        paths += heatmap_panels(panels, out / stem)
-    return paths
-
-
-def bar_figure(lam_rows: Sequence[Mapping[str, Any]], cf_rows: Sequence[Mapping[str, Any]], out: Path,
-               label: str) -> list[Path]:
-    """credit_by_class: λ~ mean ± sd per class and side; CF critical / distractor share per span kind."""
-    cell = {(r["class"], r["side"]): r for r in lam_rows}
-    with plt.rc_context(RC):
-        fig, (ax_l, ax_c) = plt.subplots(1, 2, figsize=(9, 3.2), constrained_layout=True)
-        x = np.arange(len(CLASSES))
-        for k, (side, color) in enumerate((("A>0", "tab:green"), ("A<0", "tab:red"))):
-            means = [cell[(c, side)]["mean"] for c in CLASSES]
-            sds = [cell[(c, side)]["sd"] for c in CLASSES]
-            ax_l.bar(x + (k - 0.5) * 0.38, [m - 1.0 if m is not None else 0.0 for m in means], width=0.38,
-                     bottom=1.0, yerr=[s if s is not None else 0.0 for s in sds], color=color, alpha=0.8,
-                     label=side, capsize=2)  # bars from 1, the uniform weight
-        ax_l.axhline(1.0, color="0.3", linewidth=0.8)
-        ax_l.set_xticks(x, CLASSES)
-        ax_l.set(ylabel="DelTA λ~ (mean ± sd)", title=f"{label}: DelTA λ~ by token class")
-        ax_l.legend(fontsize=8)
-        kinds = [r for r in cf_rows if r["kind"] != "all"]
-        xc = np.arange(len(kinds))
-        for k, (key, color, name) in enumerate((("share_critical", "tab:blue", "critical"),
-                                               ("share_distractor", "tab:orange", "distractor (I<0)"))):
-            vals = [100 * r[key] if r[key] is not None else 0.0 for r in kinds]
-            ax_c.bar(xc + (k - 0.5) * 0.38, vals, width=0.38, color=color, alpha=0.8, label=name)
-        ax_c.set_xticks(xc, [f"{r['kind']}\n(n={r['n_spans']})" for r in kinds])
-        ax_c.set(ylabel="share of spans (%)", title=f"{label}: CF spans by kind")
-        ax_c.legend(fontsize=8)
-        return save(fig, out / "credit_by_class")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -496,6 +486,7 @@ def run_analysis(
     spans: list[CFSpanRecord] = []
     picks: list[tuple[int, int]] = []
     scored: set[tuple[int, int]] = set()  # (step, row) of completions CF scored
+    by_response: dict[tuple[int, int], list[tuple[str, float]]] = {}  # their spans' (kind, I)
     for step in range(batches):
         ro = sample_rollout(model, tokenizer, problems, cfg.rl, seed=seed, step=step, sampler=sampler)
         ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
@@ -504,13 +495,16 @@ def run_analysis(
         rows += response_rows(bc, tokenizer)
         spans += bc.spans
         scored |= {(step, r.row) for r in bc.spans}
+        for r in bc.spans:
+            by_response.setdefault((step, r.row), []).append((r.kind, r.drop))
         if not picks:
             picks = [(step, i) for i in pick_samples([bool(c) for c in ro.correct], ro.group_ids.tolist())]
     t_credit = time.perf_counter() - t0
 
     lam_rows = lambda_table(*lambda_inputs(rows))
     cf_rows = cf_span_table(spans, critical_threshold)
-    headline_cf = cf_headline(cf_rows)
+    headline_cf = {**cf_headline(cf_rows),
+                   "ratio_ci": ratio_bootstrap(list(by_response.values()), critical_threshold, seed=seed)}
     lam_cell = {(r["class"], r["side"]): r for r in lam_rows}
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "tokens.jsonl", rows)
@@ -584,7 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                batches=args.batches, critical_threshold=args.critical_threshold)
         cf = summary["cf"]
         print(f"{summary['label']}: {summary['n_responses']} responses, accuracy {summary['accuracy']}, "
-              f"{cf['n_spans']['all']} CF spans, critical {cf['share_critical']}, "
+              f"{cf['n_spans']['all']} CF spans, critical {cf['share_critical']}, ratio calculation/sentence "
+              f"{cf['ratio_critical_calculation_to_sentence']} {ci_text(cf['ratio_ci'])}, "
               f"distractors {cf['share_distractor']}, {summary['seconds']['total']} s, written to {out_dir}",
               flush=True)
     return 0

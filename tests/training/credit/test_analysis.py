@@ -117,6 +117,32 @@ def test_cf_undefined_shares_are_none() -> None:
     assert other == {"arithmetic", "sentence", "list_item", "all"}
 
 
+def test_ratio_bootstrap_resamples_responses() -> None:
+    import numpy as np
+
+    # 3 responses: (2 arithmetic spans, 1 critical; 1 sentence span, critical), ... as (kind, I) lists
+    resp = [[("arithmetic", 2.0), ("arithmetic", 0.1), ("sentence", 0.9)],
+            [("arithmetic", 1.0), ("sentence", 0.0)], [("arithmetic", 0.0), ("sentence", 0.0)]]
+    ci = ca.ratio_bootstrap(resp, n_boot=500, seed=4)
+    assert (ci["n_responses"], ci["n_boot"]) == (3, 500)
+    # brute force with the same draws: pooled shares of each resample, 0/0 left out, x/0 = inf
+    idx = np.random.default_rng(4).integers(0, 3, size=(500, 3))
+    ratios = []
+    for draw in idx:
+        spans = [s for i in draw for s in resp[i]]
+        crit = {k: sum(d >= ca.CRITICAL_THRESHOLD for kk, d in spans if kk == k) for k in ("arithmetic", "sentence")}
+        n = {k: sum(kk == k for kk, _ in spans) for k in ("arithmetic", "sentence")}
+        a, b = crit["arithmetic"] / n["arithmetic"], crit["sentence"] / n["sentence"]
+        ratios.append(math.nan if a == b == 0 else math.inf if b == 0 else a / b)
+    ok = sorted(r for r in ratios if not math.isnan(r))
+    assert ci["n_undefined"] == 500 - len(ok) and ci["n_infinite"] == sum(map(math.isinf, ok)) > 0
+    assert (ci["ci_lo"], ci["ci_hi"]) == (ok[math.ceil(0.025 * len(ok)) - 1], ok[math.ceil(0.975 * len(ok)) - 1])
+    assert math.isinf(ci["ci_hi"]) and "∞" in ca.ci_text(ci) and "n = 3 responses, 500 resamples" in ca.ci_text(ci)
+    same = ca.ratio_bootstrap([resp[0]] * 5)  # every resample is the data: the interval is the point (1/2 / 1)
+    assert (same["ci_lo"], same["ci_hi"], same["n_undefined"]) == (0.5, 0.5, 0)
+    assert ca.ratio_bootstrap([])["ci_lo"] is None
+
+
 def test_lambda_table_by_hand() -> None:
     labels = [S, OP, R, A, R, O]
     sides = ["A>0", "A>0", "A>0", "A<0", "A<0", "A=0"]
@@ -265,6 +291,24 @@ def test_e2e_lambda_is_self_normalised_and_tables_agree(e2e) -> None:
     assert len(csv_rows) == 1 + len(ca.TABLE_CLASSES) * len(ca.SIDES)
     md = (out / "cf_spans_by_kind.md").read_text()
     assert "| arithmetic |" in md and "I(s) >= 0.6931" in md
+    ci = summary["cf"]["ratio_ci"]  # the headline ratio has its interval over the scored responses
+    assert ci["n_responses"] == summary["cf"]["n_completions_scored"] and ci["n_boot"] == ca.RATIO_N_BOOT
+    assert f"bootstrap CI over n = {ci['n_responses']} responses" in md
+
+
+def test_credit_by_class_shows_operands_and_results_apart(e2e, monkeypatch, tmp_path) -> None:
+    from matplotlib.figure import Figure
+
+    _, out, summary = e2e
+    seen: list[list[str]] = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (seen.append(
+        [t.get_text() for t in fig.axes[0].get_xticklabels()]), real(fig, *a, **k))[1])
+    ca.bar_figure(summary["delta"]["table"], summary["cf"]["table"], tmp_path, "sft")
+    n = summary["delta"]["n_tokens"]
+    ticks = seen[0]
+    assert [t.split("\n")[0] for t in ticks] == ["scaffolding", "calc. operands", "calc. result", "answer", "other"]
+    assert ticks[2] == f"calc. result\n(n={n['calc_result']['A>0']}/{n['calc_result']['A<0']})"
 
 
 def test_e2e_files_and_cli(e2e, tiny_env, tmp_path) -> None:
