@@ -238,17 +238,24 @@ def encode_rows(tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor
     return ids, mask
 
 
-def test_cf_rho_positive_inverted_cf_negative(tokenizer) -> None:
-    """A policy whose answer depends on the calculations (masking one costs 2 nats of answer log-prob,
-    masking the scaffold nothing): CF's credit ranks with the exact importance, inverted CF against it."""
+def cf_rhos(tokenizer, drop_of_calc: tuple[float, float]) -> dict[str, list[float]]:
+    """Per-response rho of cf and cf_inverted on [right, slipped, right, slipped] of Q under a stub policy
+    whose answer log-prob falls by ``drop_of_calc[k]`` nats when calculation k is masked (the scaffold
+    costs nothing); ``(0, 0)`` gives CF no counterfactual signal at all (every drop 0: imp 0.5)."""
+    from training.credit.cf import token_pieces
+
     right, wrong = right_and_slipped(Q)
-    texts = [right, wrong, right, wrong]
-    ids, mask = encode_rows(tokenizer, texts)
+    ids, mask = encode_rows(tokenizer, [right, wrong, right, wrong])
     eq = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(" =")[-1])
 
+    at = (ids[0] == eq).nonzero().flatten().tolist()  # the two calculations' '=' (same in every row)
+    assert len(at) == 2 and all((ids[i] == eq).nonzero().flatten().tolist() == at for i in range(4))
+
     def logp_fn(p_ids, p_mask, r_ids, r_mask):
-        n_eq = ((r_ids == eq) & (r_mask > 0)).sum(-1, keepdim=True).float()  # 2 unless a calculation is masked
-        return (-0.5 - 2.0 * (2 - n_eq)).expand(r_ids.shape).clone()
+        out = torch.full(r_ids.shape, -0.5)
+        for k, pos in enumerate(at):
+            out[r_ids[:, pos] != eq] -= drop_of_calc[k]  # calculation k masked
+        return out
 
     adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
     batch = CreditBatch(prompt_ids=torch.ones(4, 2, dtype=torch.long), prompt_mask=torch.ones(4, 2, dtype=torch.long),
@@ -256,8 +263,6 @@ def test_cf_rho_positive_inverted_cf_negative(tokenizer) -> None:
                         entropy=torch.zeros(mask.shape), advantages=adv, group_ids=torch.zeros(4, dtype=torch.long),
                         hidden=None, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
                         generator=torch.Generator().manual_seed(0))
-    from training.credit.cf import token_pieces
-
     imps = [gt.synthetic_importance(Q, token_pieces(ids[i, : int(mask[i].sum())].tolist(), tokenizer),
                                     adv[i] > 0)[1] for i in range(4)]
     assert sum(v == -1 for v in imps[1]) >= 1 and sum(v == 1 for v in imps[0]) >= 9
@@ -268,7 +273,37 @@ def test_cf_rho_positive_inverted_cf_negative(tokenizer) -> None:
         recs = fd.batch_fidelity(1, fd.effective_credit(preset, adv, w, mask, 64), imps, mask, adv)
         assert all(r.rho is not None for r in recs)
         rho[name] = [r.rho for r in recs]
+    return rho
+
+
+def test_cf_rho_positive_inverted_cf_negative(tokenizer) -> None:
+    """A policy whose answer depends on both calculations (masking either costs 2 nats of answer log-prob,
+    masking the scaffold nothing): CF's credit ranks with the exact importance, inverted CF against it."""
+    rho = cf_rhos(tokenizer, (2.0, 2.0))
     assert all(r > 0.2 for r in rho["cf"]) and all(r < -0.1 for r in rho["cf_inverted"]), rho
+
+
+def test_inverted_cf_mirrors_cf_gain_over_its_structural_prior(tokenizer) -> None:
+    """Why inverted CF can have rho > 0 (default DAG, SFT checkpoint: CF +0.27, inverted +0.08).
+
+    CF's weights are a structural prior that no counterfactual signal enters (formatting tokens '=' '-'
+    x0.1, the answer region at answer_weight 1.5 below every reasoning token, EOS 1) plus the span order of
+    the reasoning region; ``inverted`` mirrors only the latter (as the reference's ablation). The prior
+    alone (every drop 0) already ranks with the exact importance (rho > 0), and inversion moves rho from
+    the prior by the opposite of CF's move, not to -rho(CF). When only the last calculation moves the
+    answer (the SFT policy: masking it costs ~6.7 nats, masking the scaffold or the first calculation
+    < 0.05 nats on 97 % of spans, since the boxed value copies the last written result), CF's signal is
+    only partly aligned with the exact truth (every unit of a right solution, or an early slip, is
+    decisive), so CF's gain is small and on an early slip negative: inverted rho > 0 there."""
+    prior = cf_rhos(tokenizer, (0.0, 0.0))
+    assert prior["cf"] == prior["cf_inverted"] and all(r > 0 for r in prior["cf"]), prior  # no signal: equal
+    for drops in ((2.0, 2.0), (0.0, 6.7)):
+        rho = cf_rhos(tokenizer, drops)
+        for cf_rho, inv_rho, base in zip(rho["cf"], rho["cf_inverted"], prior["cf"]):
+            assert (cf_rho - base) * (inv_rho - base) < 0, (drops, rho, prior)  # opposite moves
+    last = cf_rhos(tokenizer, (0.0, 6.7))
+    assert last["cf"][0] > prior["cf"][0] > last["cf_inverted"][0]  # right solution: CF gains
+    assert last["cf_inverted"][1] > prior["cf"][1] > last["cf"][1] and last["cf_inverted"][1] > 0  # first-calc slip
 
 
 # ------------------------------------------------------------------------------ Monte-Carlo importance

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from training.credit.rescoring import edited_logp
+from training.credit.rescoring import edited_logp, length_groups
 from training.presets import PRESETS
 from training.rl import forward_logp
 
@@ -37,7 +37,8 @@ def batch(B: int = 5, P: int = 6, R: int = 9):
 
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
 @pytest.mark.parametrize("micro", [1, 3, 128])
-def test_prefix_cached_edits_equal_full_forwards(arch, micro):
+@pytest.mark.parametrize("split", [0, 10**9])  # every length its own forward / one forward per bucket
+def test_prefix_cached_edits_equal_full_forwards(arch, micro, split):
     model = tiny(arch)
     p_ids, p_mask, r_ids, r_mask = batch()
     # rows: unedited (start R), edits at the first position, mid-response, last token; repeated sources
@@ -47,7 +48,8 @@ def test_prefix_cached_edits_equal_full_forwards(arch, micro):
     first = torch.tensor([s for _, s, _ in spec])
     for i, (_, s, e) in enumerate(spec):
         edited[i, s:e] = 0  # pad token, as CF masks
-    got = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro)
+    got = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro,
+                      split_overhead=split)
     want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
     valid = r_mask[rows] > 0
     torch.testing.assert_close(got[valid], want[valid], atol=2e-5, rtol=0)
@@ -125,6 +127,14 @@ def test_score_from_computes_logits_only_where_read(arch, micro):
     want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
     torch.testing.assert_close(fast[read], want[read], atol=2e-5, rtol=0)
     assert sum(shapes) < n_full
+
+
+def test_length_groups_split_where_padding_costs_more_than_a_forward():
+    lengths = [25] * 38 + [27] * 30 + [44] * 2  # one long row would pad 68 short ones to 44
+    assert length_groups(lengths, 7, overhead=128) == [slice(0, 68), slice(68, 70)]
+    assert length_groups(lengths, 7, overhead=0) == [slice(0, 38), slice(38, 68), slice(68, 70)]
+    assert length_groups(lengths, 7, overhead=10**9) == [slice(0, 70)]
+    assert length_groups([5, 5], 9) == [slice(0, 2)] and length_groups([], 0) == []
 
 
 def test_no_rows_returns_empty():
