@@ -104,11 +104,13 @@ def _is_echo(content: str) -> bool:
 
 
 def _chain_value(expr: str) -> str:
-    """``3858 - 2820 = 428`` -> ``428``: an arithmetic chain (no letters left of its first ``=``, no
-    relation or list) states its last value; labels and equations (``x = 5``, ``x=1, y=2``) are kept."""
+    """``3858 - 2820 = 428`` -> ``428``: an arithmetic chain (a computation without letters left of its
+    first ``=``, no relation or list) states its last value; labels, equations (``x = 5``, ``x=1, y=2``)
+    and a value restated in another unit (``90^\\circ = \\frac{\\pi}{2}``) are kept."""
     parts = expr.split("=")
     if (len(parts) < 2 or re.search(r"[<>!]|,(?!\d{3})|\\[a-z]*(?:eq|le|ge|approx)", expr)
-            or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", parts[0])) or not parts[-1].strip()):
+            or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", parts[0])) or not parts[-1].strip()
+            or not re.search(r"[+\-*/×÷]|\^\{?\d|\\(?:times|cdot|div|frac)", parts[0])):
         return expr
     return parts[-1].strip()
 
