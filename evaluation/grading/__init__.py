@@ -16,11 +16,13 @@ Pipeline
    ``\\quad``, or on the same line with such a separator, are read together as one answer set) -- unless
    a "Final Answer:" phrase follows the last box, which then supersedes it > the last "final answer is"
    / "the answer is" / "Answer:" phrase (its ``$...$`` span or the rest of the sentence; trailing
-   words after a number dropped: ``18 apples``) > ``#### N`` > the closing statement: display math
-   closing the response (the value after its last ``=``), else the last sentence of the last line
-   (a closing pleasantry skipped) when it holds exactly one value, or ends "is/=/makes/costs ... N
-   [words]".  A sentence with several values and no such ending has no answer ("The value is 5 and
-   then 7." is ``no_answer``): there is no "last number anywhere" fallback.
+   words after a number dropped: ``18 apples``; an arithmetic chain ``3 + 4 = 7`` -- no letters left
+   of its first ``=`` -- gives its last value, in a box too; a phrase followed by a comma is skipped)
+   > ``#### N`` > the closing statement: display math closing the response (the value after its last
+   ``=``), else the last sentence of the last line (a closing pleasantry skipped) when it holds exactly
+   one value, or ends "is/=/makes/costs/, so ... N [words]".  A sentence with several values and no such
+   ending has no answer ("The value is 5 and then 7." is ``no_answer``): there is no "last number
+   anywhere" fallback.
 2. **Normalisation** (pure string work, cached): ``$``/``\\(``/``\\[`` delimiters, ``\\left``/
    ``\\right``/``\\big``, spacing commands (``\\!``, ``\\,``, ``~``, ``\\quad``), ``\\displaystyle``,
    ``\\dfrac``/``\\tfrac``, ``{,}`` and thousands commas (``10,\\!080`` = 10080), currency ``\\$``,
@@ -110,6 +112,10 @@ Changelog
   ratios, clock times, units, decimal commas, repeating decimals, number words, ASCII relations,
   solved inequalities; the percent and angle conventions above (``10\\%`` != ``0.1``, ``25%`` != ``25``,
   ``90^\\circ`` != ``\\frac{\\pi}{2}``); linear-time extraction with the length caps first.
+* ``creditbench-grader/3`` (2026-12-02, from an audit of real SmolLM2-135M-Instruct generations): an
+  arithmetic chain after an answer phrase or in a box states its last value (``the final answer is
+  3858 - 2820 = 428 books`` is ``428``); an answer phrase followed by a comma ("the previous answer is,
+  because") is skipped for the one before it; a closing sentence ending ", so N" states N.
 """
 
 from __future__ import annotations
@@ -126,7 +132,7 @@ from evaluation.grading.extract import _prepare_gold, extract_answer, last_boxed
 from evaluation.grading.normalize import _MAX_LEN
 from evaluation.grading.pool import _slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/2"
+GRADER_VERSION = "creditbench-grader/3"
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
-    rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof)\s+(?:about\s+|approximately\s+)?({_NUM})"
+    rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
@@ -103,6 +103,18 @@ def _is_echo(content: str) -> bool:
     return " ".join(content.split()).lower().strip("$ ") in _ECHO_BOXES
 
 
+def _chain_value(expr: str) -> str:
+    """``3858 - 2820 = 428`` -> ``428``: an arithmetic chain (a computation without letters left of its
+    first ``=``, no relation or list) states its last value; labels, equations (``x = 5``, ``x=1, y=2``)
+    and a value restated in another unit (``90^\\circ = \\frac{\\pi}{2}``) are kept."""
+    parts = expr.split("=")
+    if (len(parts) < 2 or re.search(r"[<>!]|,(?!\d{3})|\\[a-z]*(?:eq|le|ge|approx)", expr)
+            or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", parts[0])) or not parts[-1].strip()
+            or not re.search(r"[+\-*/×÷]|\^\{?\d|\\(?:times|cdot|div|frac)", parts[0])):
+        return expr
+    return parts[-1].strip()
+
+
 def _phrase_tail(tail: str) -> str | None:
     """The answer in the text following an "answer is" phrase."""
     t = tail.strip().replace("**", "").strip()
@@ -112,12 +124,12 @@ def _phrase_tail(tail: str) -> str | None:
             while end > 0 and left == "$" and t[end - 1] == "\\":  # skip an escaped \$
                 end = t.find(right, end + 1)
             if end > len(left):
-                return t[len(left) : end].strip()
+                return _chain_value(t[len(left) : end].strip())
     t = t.split("\n", 1)[0]
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
     t = t.strip()
     t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
-    return _drop_trailing_words(t) or None
+    return _drop_trailing_words(_chain_value(t)) or None
 
 
 def _drop_trailing_words(t: str) -> str:
@@ -217,12 +229,14 @@ def extract_answer(response: str, dataset: str | None = None) -> str | None:
                 parts.insert(0, prev)
             else:
                 break
-        ans = ", ".join(p[2].strip() for p in parts).strip()
+        ans = ", ".join(_chain_value(p[2].strip()) for p in parts).strip()
         return ans or None
-    if phrases:
-        ans = _phrase_tail(_ECHO_BOX_RE.sub("", plain[phrases[-1].end() :]))
-        if ans:
-            return ans
+    for m in phrases[-3:][::-1]:  # a phrase followed by a comma ("the answer is, because") states nothing
+        if plain[m.end() : m.end() + 1] not in (",", ";"):
+            ans = _phrase_tail(_ECHO_BOX_RE.sub("", plain[m.end() : m.end() + 2000]))
+            if ans:
+                return ans
+            break
     if gsm and gsm[-1].strip():
         return _drop_trailing_words(gsm[-1].strip())
     return _closing_statement(_ECHO_BOX_RE.sub("", text))

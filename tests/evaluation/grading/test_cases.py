@@ -2,8 +2,13 @@
 
 ``hard.tsv``: the failure classes of issue 18 and cases from public checkers' tests and issues (Math-Verify,
 the Qwen2.5-Math and PRM800K graders, lm-eval/lighteval/OpenCompass reports, MathArena's parser), in our own
-wording.  ``golds.tsv``: real test-set golds from ``data/benchmarks`` restated as models write them.  In
-``response`` the character ``⏎`` stands for a newline.
+wording.  ``golds.tsv``: real test-set golds from ``data/benchmarks`` restated as models write them.
+``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at
+temperature 0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its gold; ``why``
+says what the response concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a
+careful grader accepts, and a rejected row keeps the checker's own reject reason (``wrong`` when it
+states a value, ``no_answer`` when it states none).  In ``response`` the character ``⏎`` stands for a
+newline (tabs are written as four spaces).
 """
 
 from __future__ import annotations
@@ -42,6 +47,12 @@ def test_table_size_and_columns() -> None:
 def test_case(row: dict[str, str]) -> None:
     v = grade(row["response"].replace("⏎", "\n"), row["gold"], dataset=row["dataset"] or None, timeout_s=10.0)
     assert v.reason == row["expected"], f"{row['where']} {row['why']}: gold={row['gold']!r} -> {v}"
+
+
+def test_real_generations_are_adjudicated_both_ways() -> None:
+    real = [r for r in ROWS if r["where"].startswith("real_smollm2.tsv")]
+    assert len(real) >= 50 and all(r["why"].startswith("SmolLM2-135M-Instruct, ") for r in real)
+    assert {r["expected"] == "correct" for r in real} == {True, False}
 
 
 def _golds() -> list[str]:
