@@ -118,6 +118,9 @@ AGREEMENT = [
     ("Mbpp/82", "(r**3)", "(r**3) * (1 + 1e-3)", ("fail", "fail")),
     ("Mbpp/14", "/ 2)", "// 2)", ("pass", "fail")),
     ("Mbpp/3", "if n % i == 0:", "if n % i != 0:", ("fail", "fail")),
+    ("Mbpp/737", None, None, ("pass", "pass")),  # returns a re.Match: judged on `out is not None`
+    ("Mbpp/737", "return re.search(regex, string)", "return bool(re.search(regex, string))", ("pass", "pass")),
+    ("Mbpp/737", "return re.search(regex, string)", "return re.search('^[aeiou]', string)", ("fail", "fail")),
 ]
 
 
