@@ -13,6 +13,8 @@ are not serialisable, and a test whose output is not serialisable fails. The onl
 library values that honest code returns and EvalPlus's ``==`` accepts: numpy scalars (sent as dtype name
 and value, rebuilt by the scorer as that numpy scalar, since numpy's comparison differs from float's) and
 the ``collections`` dict types (as dict), chosen by exact type, so a user subclass still fails.
+In EvalPlus's ``MBPP_OUTPUT_NOT_NONE_TASKS`` (regex tasks judged on ``out is not None``) the harness sends
+that bool for a non-bool result (a ``re.Match``), as EvalPlus compares it.
 
 Decoding (:func:`decode`, trusted side): ``json.loads`` with an ``object_hook`` that accepts exactly the
 tags above and nothing else; any malformed, untagged or unhashable input raises :class:`FormatError`.

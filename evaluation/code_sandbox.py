@@ -124,6 +124,8 @@ def _child(meta: Mapping[str, Any], job_r: int, w: int) -> None:
             try:
                 with time_limit(job["time_limits"][i]), swallow_io():
                     out = fn(*inp)
+                if job["not_none"] and type(out) is not bool:  # EvalPlus judges only `out is not None` here
+                    out = out is not None  # (re.Match results); a program could return this bool itself
                 frame = [i, OK, _enc(out)]
             except BaseException:  # noqa: BLE001  (EvalPlus: an exception fails the test, hence the check)
                 send(write, w, [i, RAISED])
@@ -275,9 +277,13 @@ def job_for(dataset: str, code: str, entry_point: str, inputs: Sequence[Any], re
     """A check as EvalPlus's ``untrusted_check`` sets it up: per-test limits
     ``max(min_time_limit, factor * ref)`` and a kill ``min(60, sum) + 2`` s after start (its timeout + 1 and
     ``join(timeout + 1)``), the CPU-seconds cap likewise."""
+    from evalplus.eval import MBPP_OUTPUT_NOT_NONE_TASKS
+
     limits = [max(min_time_limit, gt_time_limit_factor * t) for t in ref_time]
     kill_after = min(60.0, sum(limits)) + 2
+    not_none = dataset == "mbpp" and entry_point in MBPP_OUTPUT_NOT_NONE_TASKS
     return {"dataset": dataset, "code": code, "entry_point": entry_point, "inputs": list(inputs),
+            "not_none": not_none,
             "time_limits": limits, "kill_after_s": kill_after, "cpu_s": math.ceil(kill_after),
             "max_memory": max_memory, "out_cap": out_cap, "max_resident": max_resident}
 

@@ -97,3 +97,40 @@ def test_grade_code_counts_right_and_wrong(canonical: dict[str, dict]) -> None:
     verdicts, summary = grade_code(problems, texts, "base")
     assert [v.reason for v in verdicts[0]] == ["correct", "wrong", "wrong"]  # the killer reaches no one
     assert summary["plus_pass_at_1"] == pytest.approx(1 / 3)
+
+
+# Canonical solutions and small perturbations of them, each with the verdict EvalPlus 0.3.1's own
+# check_correctness gave it (run on this machine): the comparison's edge cases, where EvalPlus's ``==`` is looser
+# or stricter than a plain type check (1 == True, 4.0 == 4, set-equality tasks, float tolerance, numpy scalars).
+# (task, replaced text, replacement or None for the canonical solution, EvalPlus's (base, plus))
+AGREEMENT = [
+    ("Mbpp/455", None, None, ("pass", "pass")),
+    ("Mbpp/455", "return monthnum2 in [1, 3, 5, 7, 8, 10, 12]",
+     "return int(monthnum2 in [1, 3, 5, 7, 8, 10, 12])", ("pass", "pass")),  # 1 == True
+    ("Mbpp/455", "return monthnum2 in [1, 3, 5, 7, 8, 10, 12]",
+     "return str(monthnum2 in [1, 3, 5, 7, 8, 10, 12])", ("fail", "fail")),
+    ("Mbpp/17", "return 4*a", "return float(4*a)", ("pass", "pass")),  # 4.0 == 4
+    ("Mbpp/17", "return 4*a", "return 4*a+1", ("fail", "fail")),
+    ("Mbpp/17", "return 4*a", "import numpy as np\n  return np.int64(4*a)", ("pass", "fail")),  # truncates floats
+    ("Mbpp/2", "return tuple(", "return list(", ("pass", "pass")),  # a set-equality task
+    ("Mbpp/4", "return largest_nums", "return tuple(largest_nums)", ("fail", "fail")),  # (1,) != [1]
+    ("Mbpp/82", "(r**3)", "(r**3) * (1 + 1e-9)", ("pass", "pass")),  # inside atol / rtol
+    ("Mbpp/82", "(r**3)", "(r**3) * (1 + 1e-3)", ("fail", "fail")),
+    ("Mbpp/14", "/ 2)", "// 2)", ("pass", "fail")),
+    ("Mbpp/3", "if n % i == 0:", "if n % i != 0:", ("fail", "fail")),
+    ("Mbpp/737", None, None, ("pass", "pass")),  # returns a re.Match: judged on `out is not None`
+    ("Mbpp/737", "return re.search(regex, string)", "return bool(re.search(regex, string))", ("pass", "pass")),
+    ("Mbpp/737", "return re.search(regex, string)", "return re.search('^[aeiou]', string)", ("fail", "fail")),
+]
+
+
+def test_verdicts_equal_evalplus_on_canonical_and_perturbed(canonical: dict[str, dict], tmp_path: Path) -> None:
+    samples = []
+    for task, old, new, _ in AGREEMENT:
+        code = canonical[task]["canonical_solution"]
+        if old is not None:
+            assert code.count(old) == 1, (task, old)
+            code = code.replace(old, new)
+        samples.append({"task_id": task, "solution": canonical[task]["prompt"] + code})
+    res = evaluate_mbpp_plus(samples, dataset_path=DATASET, cache_dir=tmp_path / "gt", config=CFG)
+    assert [(s.base_status, s.plus_status) for s in res.samples] == [case[3] for case in AGREEMENT]
