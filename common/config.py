@@ -184,6 +184,16 @@ def _build_fidelity(section: Mapping[str, Any]) -> FidelityConfig:
 class RuntimeConfig:
     torch_threads: int
     device: str
+    portable_kernels: bool
+
+    @property
+    def env(self) -> str:
+        """Environment prefix of every torch job (shell words): one thread, passive OpenMP waits, and with
+        ``portable_kernels`` the CPU-independent kernels."""
+        words = ["OMP_WAIT_POLICY=PASSIVE", f"OMP_NUM_THREADS={self.torch_threads}"]
+        if self.portable_kernels:
+            words += ["ATEN_CPU_CAPABILITY=default", "MKL_CBWR=COMPATIBLE"]
+        return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -503,16 +513,17 @@ def config_hash(data: Mapping[str, Any]) -> str:
 # What shapes each rule's outputs (Snakemake params), and where the jobs read the resolved config
 # ----------------------------------------------------------------------------------------------------
 
+_TORCH = ("runtime/device", "runtime/portable_kernels")  # every rule whose job computes with torch
+
 RULE_SECTIONS: dict[str, tuple[str, ...]] = {
     "make_data": ("task", "train_data", "data/benchmarks_dir", "model/source"),
-    "build_model": ("model",),
-    "sft": ("sft", "runtime/device"),
-    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s",
-           "runtime/device"),
-    "evaluate": ("eval", "data", "runtime/device"),
-    "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", "runtime/device"),
-    "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", "runtime/device"),
-    "real_generate": ("real_eval", "eval/backend", "data", "runtime/device"),
+    "build_model": ("model", *_TORCH),
+    "sft": ("sft", *_TORCH),
+    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s", *_TORCH),
+    "evaluate": ("eval", "data", *_TORCH),
+    "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
+    "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
+    "real_generate": ("real_eval", "eval/backend", "data", *_TORCH),
     "real_score": ("real_eval", "eval/grader_timeout_s", "data"),
 }
 """Resolved config keys read by each rule's entry point. A rule's param is the hash of exactly these, so

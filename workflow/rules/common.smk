@@ -41,11 +41,10 @@ def rl_config_digest(wildcards) -> str:
 
 
 # Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
-PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(CFG.runtime.torch_threads, sys.executable)
+# runtime.portable_kernels (the CI DAG) adds the CPU-independent kernels (common.config.RuntimeConfig.env).
+PY = f"{CFG.runtime.env} {sys.executable}"
 _launch = launch_prefix(CFG)
-RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(
-    CFG.runtime.torch_threads, sys.executable if _launch == "python" else _launch
-)
+RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
 
 
