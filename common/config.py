@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
 import jsonschema
 import yaml
+
+from common.io import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -133,7 +137,8 @@ def _build_real_eval(section: Mapping[str, Any]) -> RealEvalConfig:
 @dataclass(frozen=True)
 class DataConfig:
     benchmarks_dir: str
-    gpqa_dir: str
+    gpqa_dir: str | None
+    """None: ``$CREDITBENCH_GPQA_DIR`` (filled in by :func:`validate_config`), else the benchmarks' default."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,16 @@ def _build_fidelity(section: Mapping[str, Any]) -> FidelityConfig:
 class RuntimeConfig:
     torch_threads: int
     device: str
+    portable_kernels: bool
+
+    @property
+    def env(self) -> str:
+        """Environment prefix of every torch job (shell words): one thread, passive OpenMP waits, and with
+        ``portable_kernels`` the CPU-independent kernels."""
+        words = ["OMP_WAIT_POLICY=PASSIVE", f"OMP_NUM_THREADS={self.torch_threads}"]
+        if self.portable_kernels:
+            words += ["ATEN_CPU_CAPABILITY=default", "MKL_CBWR=COMPATIBLE"]
+        return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -306,21 +321,119 @@ def load_schema() -> dict:
 def validate_config(raw: Mapping[str, Any]) -> dict:
     """Validate and fill defaults; raise ConfigError naming the offending key path. Preset names and knobs
     are checked by ``training.presets.check_methods`` (common imports nothing of the project), which the
-    workflow calls at DAG time and ``training.presets.get_preset`` repeats in every training job."""
-    data = json.loads(json.dumps(raw))  # deep copy, plain types
-    validator = _with_defaults(jsonschema.Draft202012Validator)(load_schema())
+    workflow calls at DAG time and ``training.presets.get_preset`` repeats in every training job.
+
+    Strings are first read as the numbers / booleans / nulls the schema asks for: PyYAML (YAML 1.1) reads
+    ``1e-4`` as a string, and Snakemake's ``--config 'rl={lr: 1e-4}'`` delivers every nested value as one."""
+    schema = load_schema()
+    data = _coerce(json.loads(json.dumps(raw)), schema)  # deep copy, plain types
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = []
-        for err in errors:
-            where = "/".join(str(p) for p in err.absolute_path) or "<top level>"
-            lines.append(f"config key '{where}': {err.message}")
-        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+        lines = [_error_line(err) for err in errors[:5]] + ([f"... {len(errors) - 5} more"] if len(errors) > 5 else [])
+        raise ConfigError("; ".join(lines))
+    if data["data"]["gpqa_dir"] is None and os.environ.get(GPQA_ENV_VAR):
+        data["data"]["gpqa_dir"] = os.environ[GPQA_ENV_VAR]  # recorded in the resolved config the jobs read
     _check_algorithms(data)
     _check_real_eval(data)
+    _check_cross_keys(data)
     if data["model"]["convert_gguf"] and not data["model"]["source"]:
         raise ConfigError("config key 'model/convert_gguf': needs model.source (the folder it writes)")
     return data
+
+
+GPQA_ENV_VAR = "CREDITBENCH_GPQA_DIR"
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+def _types(schema: Mapping[str, Any]) -> set[str]:
+    t = schema.get("type", ())
+    return {t} if isinstance(t, str) else set(t)
+
+
+def _scalar(value: str, types: set[str]) -> Any:
+    """``value`` as the first schema type it spells; unchanged when it spells none (the validator names it)."""
+    text = value.strip()
+    if "integer" in types and _INT.match(text):
+        return int(text)
+    if "number" in types and _NUMBER.match(text):
+        return int(text) if _INT.match(text) else float(text)
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if "null" in types and text.lower() in ("null", "~", "none"):
+        return None
+    return value
+
+
+def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
+    """Walk ``value`` beside ``schema``, reading strings as the non-string types the schema expects; in
+    free-form objects (``algorithms``' knobs) a string that spells a number becomes that number."""
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
+            if sub is not None:
+                out[key] = _coerce(item, sub)
+            elif not props and isinstance(item, str) and _NUMBER.match(item.strip()):
+                out[key] = _scalar(item, {"number"})
+            elif not props and isinstance(item, (dict, list)):
+                out[key] = _coerce(item, {})
+            else:
+                out[key] = item
+        return out
+    if isinstance(value, list):
+        items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+        return [_coerce(v, items) for v in value]
+    if isinstance(value, str):
+        types = _types(schema)
+        if types and "string" not in types:
+            return _scalar(value, types)
+    return value
+
+
+def _error_line(err: jsonschema.ValidationError) -> str:
+    """One short line per schema error: the key path, what is wrong, what to write (never the schema)."""
+    where = "/".join(str(p) for p in err.absolute_path) or "<top level>"
+    schema = err.schema if isinstance(err.schema, Mapping) else {}
+    if err.validator == "additionalProperties":
+        props = schema.get("properties") or {}
+        unknown = ", ".join(repr(k) for k in err.instance if k not in props)
+        return f"config key '{where}': unknown key {unknown}; valid keys here: {', '.join(sorted(props))}"
+    if err.validator == "type":
+        want = " or ".join(sorted(_types(schema)))
+        return f"config key '{where}': {err.instance!r} is not of type {want}; write a plain YAML {want}"
+    if err.validator == "enum":
+        return f"config key '{where}': {err.instance!r} is not one of {list(err.validator_value)}"
+    message = err.message if len(err.message) <= 160 else err.message[:157] + "..."
+    return f"config key '{where}': {message}"
+
+
+def _check_cross_keys(data: Mapping[str, Any]) -> None:
+    """Checks no single key can make: a run that would fail (or silently write empty columns) only after
+    training fails here, at DAG time."""
+    if data["report"]["baseline"] not in data["methods"]:
+        raise ConfigError(f"config key 'report/baseline': {data['report']['baseline']!r} is not one of methods "
+                          f"{data['methods']}; set report.baseline to one of them")
+    m = data["model"]
+    if m["source"] is None:  # built locally by training.model (a hub / HF folder has its own shape)
+        if m["hidden_size"] % m["num_heads"]:
+            raise ConfigError(f"config key 'model/hidden_size': {m['hidden_size']} is not divisible by "
+                              f"model.num_heads {m['num_heads']}")
+        if (m["hidden_size"] // m["num_heads"]) % 2:
+            raise ConfigError(f"config key 'model/hidden_size': head dim hidden_size / num_heads = "
+                              f"{m['hidden_size'] // m['num_heads']} is odd (rotary embeddings need it even)")
+        if m["num_heads"] % m["num_kv_heads"]:
+            raise ConfigError(f"config key 'model/num_kv_heads': model.num_heads {m['num_heads']} is not "
+                              f"divisible by num_kv_heads {m['num_kv_heads']}")
+    t = data["task"]
+    if t["min_ops"] > t["max_ops"]:
+        raise ConfigError(f"config key 'task/min_ops': {t['min_ops']} > task.max_ops {t['max_ops']} (empty range)")
+    if t["max_operand"] > t["max_value"]:
+        raise ConfigError(f"config key 'task/max_operand': {t['max_operand']} > task.max_value {t['max_value']} "
+                          "(operands must fit in the value range)")
 
 
 def _check_algorithms(data: Mapping[str, Any]) -> None:
@@ -394,3 +507,71 @@ def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:
 
 def config_hash(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------------
+# What shapes each rule's outputs (Snakemake params), and where the jobs read the resolved config
+# ----------------------------------------------------------------------------------------------------
+
+_TORCH = ("runtime/device", "runtime/portable_kernels")  # every rule whose job computes with torch
+
+RULE_SECTIONS: dict[str, tuple[str, ...]] = {
+    "make_data": ("task", "train_data", "data/benchmarks_dir", "model/source"),
+    "build_model": ("model", *_TORCH),
+    "sft": ("sft", *_TORCH),
+    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s", *_TORCH),
+    "evaluate": ("eval", "data", *_TORCH),
+    "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
+    "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
+    "real_generate": ("real_eval", "eval/backend", "data", *_TORCH),
+    "real_score": ("real_eval", "eval/grader_timeout_s", "data"),
+}
+"""Resolved config keys read by each rule's entry point. A rule's param is the hash of exactly these, so
+Snakemake's params rerun-trigger reruns the rule when one changes, and everything downstream through its
+outputs; a change elsewhere reruns nothing. Upstream keys need not be listed: they arrive as inputs."""
+
+RESUME_KEEPS = ("rl/steps", "rl/checkpoint_every", "rl/log_token_weights")
+"""RL keys a resume may change: the trainer has no schedule, so a longer run continues a shorter one."""
+
+
+def _pick(raw: Mapping[str, Any], key: str) -> Any:
+    value: Any = raw
+    for part in key.split("/"):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def rule_digest(raw: Mapping[str, Any], rule: str, **wildcards: str) -> str:
+    """Hash of the resolved keys ``RULE_SECTIONS[rule]`` (``{method}`` filled from ``wildcards``)."""
+    keys = [k.format(**wildcards) for k in RULE_SECTIONS[rule]]
+    return config_hash({k: _pick(raw, k) for k in keys})
+
+
+def resume_digest(raw: Mapping[str, Any], method: str) -> str:
+    """What an RL resume state must match: every key that shaped the run up to its last checkpoint (data,
+    model, SFT, RL) except :data:`RESUME_KEEPS`. A stale state of another config is discarded, not resumed."""
+    keys = [k.format(method=method) for rule in ("make_data", "build_model", "sft", "rl") for k in RULE_SECTIONS[rule]]
+    picked = {k: _pick(raw, k) for k in keys}
+    picked["rl"] = {k: v for k, v in (picked["rl"] or {}).items() if f"rl/{k}" not in RESUME_KEEPS}
+    return config_hash(picked)
+
+
+def resolved_yaml(raw: Mapping[str, Any]) -> str:
+    return yaml.safe_dump(json.loads(json.dumps(raw)), sort_keys=True)
+
+
+def resolved_config_path(raw: Mapping[str, Any]) -> str:
+    """``<output_dir>/configs/<hash>.yaml``: named by its content, so an invocation with another config
+    never rewrites the file a running one reads."""
+    text = resolved_yaml(raw)
+    return f"{raw['output_dir']}/configs/{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+
+
+def write_resolved_config(raw: Mapping[str, Any]) -> str:
+    """Write :func:`resolved_config_path` atomically if absent (Snakemake's onstart, after the lock)."""
+    path = resolved_config_path(raw)
+    text = resolved_yaml(raw)
+    if not Path(path).is_file() or Path(path).read_text() != text:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    return path

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common.config import Config, load_config
-from common.io import read_jsonl, write_json_atomic, write_jsonl_atomic
+from common.config import Config, ConfigError, load_config
+from common.io import read_jsonl, sha256_file, write_json_atomic, write_jsonl_atomic
 from evaluation.benchmarks import BenchmarkError, Problem, benchmark_file, get_benchmark, load_benchmark
 
 log = logging.getLogger(__name__)
@@ -42,17 +42,44 @@ log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------------------- the plan
 
-def available_sets(cfg: Config) -> tuple[str, ...]:
-    """``real_eval.sets`` without external sets (GPQA) whose file is not on this machine (warned)."""
+def available_sets(cfg: Config, *, explicit: bool = False) -> tuple[str, ...]:
+    """``real_eval.sets`` without external sets (GPQA) whose file is not on this machine. Left out with a
+    warning when the list is the schema default (``explicit`` False); a set the config names explicitly
+    fails instead (:class:`ConfigError`): a table without it would silently answer another question."""
     out = []
     for name in cfg.real_eval.sets:
         bench = get_benchmark(name)
         path = benchmark_file(bench, data_dir=cfg.data.benchmarks_dir, gpqa_dir=cfg.data.gpqa_dir)
         if bench.external and not path.is_file():
+            if explicit:
+                raise ConfigError(f"config key 'real_eval/sets': {name} file {path} not found; set "
+                                  f"CREDITBENCH_GPQA_DIR or data.gpqa_dir to its folder, or drop {name}")
             log.warning("real_eval: %s left out: %s not found (data.gpqa_dir)", name, path)
             continue
         out.append(name)
     return tuple(out)
+
+
+def check_data_files(cfg: Config, real_sets: Sequence[str]) -> None:
+    """At DAG time, before any training: every benchmark the config uses (eval.benchmarks, the real sets,
+    train_data.dataset) is registered and its file is present with the registry's sha256."""
+    used = [("eval/benchmarks", n) for n in cfg.eval.benchmarks] + [("real_eval/sets", n) for n in real_sets]
+    if cfg.train_data.dataset:
+        used.append(("train_data/dataset", cfg.train_data.dataset))
+    for key, name in used:
+        try:
+            bench = get_benchmark(name)
+        except KeyError as err:
+            raise ConfigError(f"config key '{key}': {err.args[0]}") from None
+        if bench.generated:
+            continue
+        path = benchmark_file(bench, data_dir=cfg.data.benchmarks_dir, gpqa_dir=cfg.data.gpqa_dir)
+        if not path.is_file():
+            raise ConfigError(f"config key '{key}': {name} file {path} not found (data.benchmarks_dir / "
+                              "data.gpqa_dir / CREDITBENCH_GPQA_DIR)")
+        if bench.sha256 is not None and (actual := sha256_file(path)) != bench.sha256:
+            raise ConfigError(f"config key '{key}': {path} has sha256 {actual[:12]}..., the registry pins "
+                              f"{bench.sha256[:12]}...; restore the file (git checkout / re-download)")
 
 
 def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

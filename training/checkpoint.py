@@ -3,11 +3,16 @@
 A checkpoint folder is fully written under a temporary name, then moved into place, so a killed run
 leaves either the previous checkpoint or the new one. The resume state (optimizer, RNG, step) sits in
 ``state.pt`` inside the same folder as the weights, so both always belong to the same step.
+
+The RL trainer writes its checkpoints under ``<run>/resume/`` (no rule output: Snakemake never removes
+it) and publishes each one into the rule's ``checkpoints/step<N>`` output (:func:`publish_checkpoint`),
+so a job killed and rerun with ``--rerun-incomplete`` resumes from its last checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -52,15 +57,6 @@ def restore_rng_state(state: dict[str, Any], generator: torch.Generator) -> None
     generator.set_state(state["generator"])
 
 
-def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
-    """The highest ``step{N}`` folder under ``ckpt_root`` that holds a resume state, or None."""
-    root = Path(ckpt_root)
-    if not root.is_dir():
-        return None
-    found = [(int(p.name[4:]), p) for p in root.glob("step*") if p.name[4:].isdigit() and (p / "state.pt").exists()]
-    return max(found)[1] if found else None
-
-
 def truncate_metrics(metrics_path: str | Path, step: int) -> list[dict]:
     """Keep only the rows of steps before ``step`` (the ones the resumed checkpoint has seen), so a resumed
     run's metrics equal an uninterrupted run's; a torn last line from the kill is dropped. Returns the kept rows."""
@@ -68,3 +64,28 @@ def truncate_metrics(metrics_path: str | Path, step: int) -> list[dict]:
     rows = [r for r in read_jsonl(path, drop_torn_tail=True) if r["step"] < step] if path.exists() else []
     write_text_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     return rows
+
+
+def publish_checkpoint(src: str | Path, dst: str | Path) -> None:
+    """Make ``dst`` (a rule's ``directory()`` output) a copy of the resume checkpoint ``src``, atomically.
+
+    Files are hard links (a copy where the file system refuses): the weights are stored once, and when
+    Snakemake removes the outputs of a killed job the resume checkpoint outside them keeps its files."""
+    src, dst = Path(src), Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=f".{dst.name}.tmp"))
+    try:
+        for f in src.rglob("*"):
+            target = tmp / f.relative_to(src)
+            if f.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(f, target)
+            except OSError:
+                shutil.copy2(f, target)
+        replace_dir_atomic(tmp, dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

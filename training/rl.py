@@ -17,7 +17,9 @@ Departures from the papers' full-scale recipes (written down, not hidden):
   - dynamic sampling drops zero-variance groups without re-sampling to refill the batch (the loop
     keeps the same rollout budget per step for every method); it is off in every shipped preset;
   - the reference policy for the KL term is the SFT checkpoint.
-A killed run resumes from its last checkpoint (weights, optimizer, RNG, step) with identical results.
+A killed run resumes from its last checkpoint (weights, optimizer, RNG, step) with identical results: the
+resume checkpoints live in ``<run>/resume/``, outside the rule's outputs that Snakemake removes for a killed
+job, and are published into ``checkpoints/step<N>``; a state written under another config is discarded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import os
 import random
 import resource
+import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -36,15 +39,15 @@ from typing import Callable, NamedTuple
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from common.config import Config, RLConfig, load_config
-from common.io import append_jsonl, read_jsonl
+from common.config import Config, RLConfig, load_config, resume_digest
+from common.io import append_jsonl, read_jsonl, write_jsonl_atomic
 from common.manifest import write_manifest
 from common.records import PHASES
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
 from evaluation.grading import grade, reward
 from training import losses
-from training.checkpoint import latest_checkpoint, restore_rng_state, rng_state, save_hf_atomic, truncate_metrics
+from training.checkpoint import publish_checkpoint, restore_rng_state, rng_state, save_hf_atomic, truncate_metrics
 from training.credit import CreditBatch, get_token_advantage_fn, get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
@@ -259,36 +262,58 @@ def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
                    micro_batch_size=micro_batch_size, full_logp_fn=full_logp_fn, source=source)
 
 
+def resume_checkpoint(resume_root: Path, metrics: Path) -> Path | None:
+    """The latest ``step<N>`` of ``resume_root`` whose metrics rows 0..N-1 were all logged (a kill between
+    the checkpoint and its row falls back one checkpoint), or None."""
+    rows = read_jsonl(metrics, drop_torn_tail=True) if metrics.exists() else []
+    logged = {r["step"] for r in rows}
+    found = sorted(((int(p.name[4:]), p) for p in resume_root.glob("step*")
+                    if p.name[4:].isdigit() and (p / "state.pt").exists()), reverse=True)
+    return next((p for n, p in found if set(range(n)) <= logged), None)
+
+
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
           reward_fn: Callable[..., float] = verifiable_reward,
           sampler: Callable[..., torch.Tensor] = sample_hf) -> None:
     device = setup_runtime(cfg.runtime)
     rl = cfg.rl
     run = Path(run_dir)
-    ckpt_root = run / "checkpoints"
+    ckpt_root = run / "checkpoints"  # the rule's outputs, published from resume_root
+    resume_root = run / "resume"  # not an output: survives Snakemake's removal of a killed job's outputs
     metrics_path = run / "metrics.jsonl"
+    resume_metrics = resume_root / "metrics.jsonl"  # the same rows, kept beside the resume checkpoints
     weights_path = run / "token_weights.jsonl"
+    digest = resume_digest(cfg.raw, preset.name)
     run.mkdir(parents=True, exist_ok=True)
     generator = seed_everything(seed)
     tokenizer = AutoTokenizer.from_pretrained(sft_dir, padding_side="left")
     problems = read_jsonl(train_path)
     weight_fn = get_token_weight_fn(preset.token_weights)
 
-    resume = latest_checkpoint(ckpt_root)
+    resume = resume_checkpoint(resume_root, resume_metrics)
+    state = torch.load(resume / "state.pt", weights_only=False) if resume is not None else None
+    if state is not None and state.get("config") != digest:
+        print(f"discarding the resume state in {resume_root}: written under another config")
+        shutil.rmtree(resume_root)
+        resume = state = None
     model = AutoModelForCausalLM.from_pretrained(resume or sft_dir).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
     start_step, wall_offset = 0, 0.0
-    if resume is not None:
-        state = torch.load(resume / "state.pt", weights_only=False)
+    if state is not None:
         opt.load_state_dict(state["optimizer"])
         restore_rng_state(state["rng"], generator)
         start_step = state["step"]
-        rows = truncate_metrics(metrics_path, start_step)
+        rows = truncate_metrics(resume_metrics, start_step)
+        write_jsonl_atomic(metrics_path, rows)
         wall_offset = rows[-1]["wall_clock"] if rows else 0.0
-        print(f"resuming {preset.name} seed {seed} from {resume} (step {start_step})")
+        for step_dir in sorted(resume_root.glob("step*")):  # outputs Snakemake removed with the killed job
+            if step_dir.name[4:].isdigit() and int(step_dir.name[4:]) <= start_step:
+                publish_checkpoint(step_dir, ckpt_root / step_dir.name)
+        print(f"resuming {preset.name} seed {seed} from step {start_step} ({resume})")
     else:
-        for p in (metrics_path, weights_path):
+        for p in (metrics_path, weights_path, resume_metrics):
             p.unlink(missing_ok=True)
+    resume_root.mkdir(parents=True, exist_ok=True)
     ref_model = None
     if preset.kl_beta > 0:
         ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
@@ -369,14 +394,15 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         done = step + 1
         with timer("checkpoint"):
             if done in rl.checkpoint_steps:
-                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator)}
-                save_hf_atomic(model, tokenizer, ckpt_root / f"step{done}", extra_state=state)
+                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest}
+                save_hf_atomic(model, tokenizer, resume_root / f"step{done}", extra_state=state)
+                publish_checkpoint(resume_root / f"step{done}", ckpt_root / f"step{done}")
                 if rl.log_token_weights:
                     dump_token_weights(weights_path, tokenizer, done, response_ids, loss_mask, weights,
                                        advantages, correct, rl.log_token_weights)
         seconds = dict(timer.seconds)
         seconds["total"] = sum(timer.seconds.values())
-        append_jsonl(metrics_path, {
+        row = {
             "step": step, "reward_mean": float(rewards.mean()), "accuracy": float(correct.mean()),
             "response_length": float(lengths.mean()), "truncated_frac": float(truncated.float().mean()),
             "entropy": float((entropy * response_mask).sum() / response_mask.sum()),
@@ -385,10 +411,13 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             "time": seconds, "tokens_generated": int(response_mask.sum()), "tokens_trained": int(loss_mask.sum()),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "wall_clock": wall_offset + time.perf_counter() - t_start, **stats, **diag,
-        })
+        }
+        for path in (resume_metrics, metrics_path):
+            append_jsonl(path, row)
         if step % 10 == 0 or done == rl.steps:
             print(f"[{preset.name} seed {seed}] step {done}/{rl.steps} acc {float(correct.mean()):.3f} "
                   f"step {seconds['total']:.2f}s", flush=True)
+    shutil.rmtree(resume_root, ignore_errors=True)  # done: a forced rerun (new code) starts from step 0
 
 
 def dump_token_weights(path, tokenizer, step, response_ids, mask, weights, advantages, correct, n) -> None:

@@ -4,12 +4,14 @@ to exactly the weights and metrics of an uninterrupted one; the trainer is deter
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from common.config import config_from_dict
+from training import rl as rl_module
 from training.presets import PRESETS, get_preset
 from training.rl import response_mask_from_ids, train
 
@@ -56,18 +58,53 @@ def test_two_steps_of_every_preset_change_every_parameter(tiny_env, tmp_path, na
     assert set(rows[0]["time"]) >= {"rollout", "reward", "old_logp", "credit", "update", "checkpoint", "total"}
 
 
-def test_killed_run_resumes_to_identical_weights_and_metrics(tiny_env, tmp_path):
+class Killed(BaseException):
+    """Stands for SIGKILL: raised inside the loop, so nothing after it runs."""
+
+
+def _train_killed_at(step_killed, monkeypatch, cfg, run_dir, **common):
+    """``train`` killed at the rollout of ``step_killed`` (0-based)."""
+    real_rollout = rl_module.sample_rollout
+
+    def killed(*args, step, **kwargs):
+        if step == step_killed:
+            raise Killed
+        return real_rollout(*args, step=step, **kwargs)
+
+    monkeypatch.setattr(rl_module, "sample_rollout", killed)
+    with pytest.raises(Killed):
+        train(cfg, get_preset("dapo"), run_dir=str(run_dir), **common)
+    monkeypatch.undo()
+
+
+def test_killed_run_resumes_to_identical_weights_and_metrics(tiny_env, tmp_path, monkeypatch, capsys):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     common = dict(seed=5, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]), reward_fn=digit_reward)
-    train(_cfg(tiny_env, steps=4, checkpoint_every=2), get_preset("dapo"), run_dir=str(straight), **common)
-    # "kill" after step 2: a run that stops there, then the full run restarted in the same folder
-    train(_cfg(tiny_env, steps=2, checkpoint_every=2), get_preset("dapo"), run_dir=str(resumed), **common)
-    with open(resumed / "metrics.jsonl", "a") as f:
+    cfg = _cfg(tiny_env, steps=4, checkpoint_every=2)
+    train(cfg, get_preset("dapo"), run_dir=str(straight), **common)
+    _train_killed_at(2, monkeypatch, cfg, resumed, **common)
+    # what Snakemake does to the outputs of a killed job before --rerun-incomplete reruns it
+    shutil.rmtree(resumed / "checkpoints")
+    (resumed / "metrics.jsonl").unlink()
+    with open(resumed / "resume" / "metrics.jsonl", "a") as f:
         f.write('{"step": 2, "torn": tr')  # a half-written line from the killed process is dropped
-    train(_cfg(tiny_env, steps=4, checkpoint_every=2), get_preset("dapo"), run_dir=str(resumed), **common)
-    a, b = _weights(straight / "checkpoints" / "step4"), _weights(resumed / "checkpoints" / "step4")
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    capsys.readouterr()
+    train(cfg, get_preset("dapo"), run_dir=str(resumed), **common)
+    assert "resuming dapo seed 5 from step 2" in capsys.readouterr().out
+    for step in (2, 4):
+        a, b = _weights(straight / "checkpoints" / f"step{step}"), _weights(resumed / "checkpoints" / f"step{step}")
+        assert all(torch.equal(a[k], b[k]) for k in a)
     assert _metrics(straight) == _metrics(resumed)
+    assert not (resumed / "resume").exists()  # a finished run keeps no resume state (a forced rerun restarts)
+
+
+def test_resume_state_of_another_config_is_discarded(tiny_env, tmp_path, monkeypatch, capsys):
+    common = dict(seed=5, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]), reward_fn=digit_reward)
+    _train_killed_at(1, monkeypatch, _cfg(tiny_env, steps=2, checkpoint_every=1), tmp_path, **common)
+    capsys.readouterr()
+    train(_cfg(tiny_env, steps=2, checkpoint_every=1, lr=3e-3), get_preset("dapo"), run_dir=str(tmp_path), **common)
+    out = capsys.readouterr().out
+    assert "discarding the resume state" in out and "resuming" not in out
 
 
 def test_grade_rollout_default_reward_grades_the_batch_through_the_pool() -> None:

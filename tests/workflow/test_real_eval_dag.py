@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from common.config import config_from_dict, deep_merge
 from evaluation.benchmarks import BENCHMARKS, load_benchmark
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +26,15 @@ def snakemake(out: Path, *args: str, timeout: int = 120) -> str:
     return proc.stdout + proc.stderr
 
 
+def resolved(out: Path, *configfiles: Path) -> dict:
+    """The config the jobs would read: config/config.yaml, then each --configfile, then --config (a dry
+    run writes nothing, so the content-addressed OUT/configs/<hash>.yaml is not there to read)."""
+    raw: dict = {}
+    for path in (REPO / "config" / "config.yaml", *configfiles):
+        raw = deep_merge(raw, yaml.safe_load(Path(path).read_text()))
+    return config_from_dict({**raw, "output_dir": str(out)}).raw
+
+
 def job_counts(text: str) -> dict[str, int]:
     stats = text[text.index("Job stats:"):]
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
@@ -33,8 +43,8 @@ def job_counts(text: str) -> dict[str, int]:
 def test_default_dry_run_lists_sft_and_seed1_finals_on_every_set(tmp_path):
     jobs = job_counts(snakemake(tmp_path, "-n"))
     assert (jobs["real_generate"], jobs["real_score"], jobs["real_report"]) == (5, 5, 1)
-    resolved = yaml.safe_load((tmp_path / "config.resolved.yaml").read_text())
-    assert resolved["real_eval"]["limit"] == 2
+    assert resolved(tmp_path)["real_eval"]["limit"] == 2
+    assert not tmp_path.exists() or not any(tmp_path.iterdir()), "a dry run wrote files"
 
 
 def test_ci_dry_run_has_no_real_eval_jobs(tmp_path):
@@ -45,8 +55,8 @@ def test_ci_dry_run_has_no_real_eval_jobs(tmp_path):
 def test_full_sets_overlay_and_gguf_rule_of_real_smoke(tmp_path):
     overlay = REPO / "config" / "overlays" / "benchmarks_full.yaml"
     text = snakemake(tmp_path, "-n", "--configfile", str(EXPERIMENTS / "real_smoke.yaml"), str(overlay))
-    resolved = yaml.safe_load((tmp_path / "config.resolved.yaml").read_text())
-    assert resolved["real_eval"]["limit"] is None and resolved["experiment"] == "real_smoke"
+    raw = resolved(tmp_path, EXPERIMENTS / "real_smoke.yaml", overlay)
+    assert raw["real_eval"]["limit"] is None and raw["experiment"] == "real_smoke"
     jobs = job_counts(text)
     assert jobs["convert_gguf"] == 1 and (jobs["real_generate"], jobs["real_score"]) == (2, 2)
     assert text.index("rule convert_gguf") < text.index("rule build_model")

@@ -1,11 +1,18 @@
-"""The CI-size DAG through real Snakemake: it runs end to end, is deterministic (two runs give
-byte-identical result tables), and its tables match the committed reference within tolerance."""
+"""The CI-size DAG through real Snakemake (subprocesses, never the functions): it runs end to end, is
+deterministic (two runs give byte-identical result tables), its tables match the committed reference,
+a config change replans exactly the jobs it shapes, a second invocation with another config cannot
+change what a running one reads, and a run killed mid-``rl`` resumes from its last checkpoint."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -15,40 +22,35 @@ REPO = Path(__file__).resolve().parents[2]
 CI_CONFIG = REPO / "config" / "experiments" / "ci.yaml"
 REFERENCE = REPO / "results" / "reference" / "ci"
 DETERMINISTIC_TABLES = ("main.csv", "learning.csv", "failures.csv", "significance.csv")
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 pytestmark = pytest.mark.slow
 
 
+def dag_cmd(out_dir: Path, *configfiles: Path, cores: int = 2) -> list[str]:
+    return [*SNAKEMAKE, "--cores", str(cores), "--configfile", str(CI_CONFIG), *map(str, configfiles),
+            "--config", f"output_dir={out_dir}", "--rerun-incomplete", "--quiet", "rules"]
+
+
 def run_dag(out_dir: Path) -> None:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(CI_CONFIG),
-           "--config", f"output_dir={out_dir}", "--rerun-incomplete", "--quiet", "rules"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(dag_cmd(out_dir), cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dag")
-    a, b = root / "a", root / "b"
-    run_dag(a)
-    run_dag(b)
-    return a, b
+def dry_run(out_dir: Path, *configfiles: Path) -> dict[str, int]:
+    """Jobs a dry run plans (rule -> count); {} when there is nothing to be done."""
+    proc = subprocess.run([*SNAKEMAKE, "-n", *dag_cmd(out_dir, *configfiles, cores=1)[3:]], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    if "Job stats:" not in text:
+        return {}
+    stats = text[text.index("Job stats:"):]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M) if m[1] != "total"}
 
 
-def test_dag_writes_tables_figures_and_manifests(two_runs):
-    out, _ = two_runs
-    for name in ("main", "wallclock", "learning", "significance", "failures"):
-        for ext in ("md", "csv", "tex"):
-            assert (out / "tables" / f"{name}.{ext}").is_file(), f"{name}.{ext}"
-    assert list((out / "figures").glob("*.png")), "no figures"
-    manifest = (out / "runs" / "dapo" / "seed1" / "manifest.json").read_text()
-    for key in ("git_commit", "packages", "torch_threads", "hardware", "config_hash", "data_sha256", "seeds"):
-        assert f'"{key}"' in manifest
-
-
-def test_same_config_same_machine_same_tables(two_runs):
+def tables_equal(a: Path, b: Path) -> None:
     """Identical results; only wall-clock columns (``time_*``, ``mem_*``) may differ between runs."""
-    a, b = two_runs
     for name in DETERMINISTIC_TABLES:
         ta, tb = pd.read_csv(a / "tables" / name), pd.read_csv(b / "tables" / name)
         timing = [c for c in ta.columns if c.startswith(("time_", "mem_"))]
@@ -58,31 +60,153 @@ def test_same_config_same_machine_same_tables(two_runs):
         pd.testing.assert_frame_equal(ta.drop(columns=timing), tb.drop(columns=timing), check_exact=True)
 
 
-def test_tables_match_the_committed_reference(two_runs):
-    out, _ = two_runs
-    proc = subprocess.run([sys.executable, "-m", "evaluation.regress", str(out / "tables"), str(REFERENCE)],
-                          cwd=REPO, capture_output=True, text=True)
+def write_yaml(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 1500) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"the DAG ended before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("dag")
+
+
+@pytest.fixture(scope="module")
+def undisturbed(root):
+    run_dag(root / "a")
+    return root / "a"
+
+
+@pytest.fixture(scope="module")
+def disturbed(root, undisturbed):
+    """One CI DAG run (b) that two things happen to, so the suite runs the DAG twice, not three times:
+    while its sft job runs, a second invocation with another config (rl.lr 100x: every RL method would end
+    at 0 %) plans (dry) and tries to run in the same folder; then, between an rl job's first and last
+    checkpoint, SIGKILL to its process group, `--unlock` and `--rerun-incomplete` (the README's recipe)."""
+    out = root / "b"
+    other = write_yaml(root / "lr_100x.yaml", "rl: {lr: 0.5}\n")
+    proc = subprocess.Popen(dag_cmd(out), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    wait_for(lambda: (out / "logs" / "sft.log").is_file(), proc, "the sft job")
+    dry = subprocess.run([*SNAKEMAKE, "-n", *dag_cmd(out, other, cores=1)[3:]], cwd=REPO, capture_output=True,
+                         text=True, timeout=600)
+    second = subprocess.run(dag_cmd(out, other, cores=1), cwd=REPO, capture_output=True, text=True, timeout=600)
+    configs = sorted(p.name for p in (out / "configs").glob("*.yaml"))
+    killed: list[str] = []
+
+    def mid_rl() -> bool:
+        """An rl job has checkpoint step2 and its metrics rows but not yet step4 (CI: 4 steps)."""
+        for run in sorted((out / "runs").glob("*/seed1")):
+            metrics = run / "metrics.jsonl"
+            rows = metrics.read_text().count("\n") if metrics.is_file() else 0
+            if (run / "checkpoints" / "step2").is_dir() and rows >= 2 and not (run / "checkpoints" / "step4").exists():
+                killed.append(run.parent.name)
+                return True
+        return False
+
+    wait_for(mid_rl, proc, "an rl job past its first checkpoint")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    subprocess.run([*SNAKEMAKE, "--unlock", *dag_cmd(out)[3:]], cwd=REPO, check=True, capture_output=True)
+    run_dag(out)
+    return {"out": out, "dry": dry, "second": second, "configs": configs, "killed": killed[0]}
+
+
+def test_dag_writes_tables_figures_and_manifests(undisturbed):
+    out = undisturbed
+    for name in ("main", "wallclock", "learning", "significance", "failures"):
+        for ext in ("md", "csv", "tex"):
+            assert (out / "tables" / f"{name}.{ext}").is_file(), f"{name}.{ext}"
+    assert list((out / "figures").glob("*.png")), "no figures"
+    manifest = (out / "runs" / "dapo" / "seed1" / "manifest.json").read_text()
+    for key in ("git_commit", "packages", "torch_threads", "hardware", "config_hash", "data_sha256", "seeds"):
+        assert f'"{key}"' in manifest
+
+
+def test_snakemake_config_overrides_reach_the_python_jobs(undisturbed):
+    """`--config output_dir=...` (and any other override) is what the jobs read, not the original YAML."""
+    (resolved,) = (undisturbed / "configs").glob("*.yaml")
+    text = resolved.read_text()
+    assert f"output_dir: {undisturbed}" in text
+    assert "group_size: 4" in text  # the CI file's value, with schema defaults filled around it
+
+
+# ---------------------------------------------------------------------------- config changes replan
+
+
+def test_same_config_plans_nothing(undisturbed):
+    assert dry_run(undisturbed) == {}
+
+
+def test_rl_lr_change_replans_rl_evaluate_report_only(undisturbed, tmp_path):
+    before = sorted((p, p.stat().st_mtime_ns) for p in undisturbed.rglob("*"))
+    jobs = dry_run(undisturbed, write_yaml(tmp_path / "lr.yaml", "rl: {lr: 2.0e-4}\n"))
+    assert jobs == {"rl": 4, "evaluate": 8, "credit_analysis": 1, "credit_fidelity": 1, "report": 1, "all": 1}, jobs
+    assert sorted((p, p.stat().st_mtime_ns) for p in undisturbed.rglob("*")) == before, "a dry run wrote files"
+
+
+def test_eval_k_change_replans_evaluation_and_report_only(undisturbed, tmp_path):
+    jobs = dry_run(undisturbed, write_yaml(tmp_path / "k.yaml", "eval: {k: 3}\n"))
+    assert jobs == {"evaluate": 9, "report": 1, "all": 1}, jobs
+
+
+# ------------------------------------------------------------------- a second invocation, a kill
+
+
+def test_a_second_invocation_cannot_change_what_a_running_one_reads(undisturbed, disturbed):
+    """Run b had a second invocation with another config (dry and real) in its folder while it ran."""
+    dry, second = disturbed["dry"], disturbed["second"]
+    assert dry.returncode == 0 and second.returncode != 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "LockException" in second.stdout + second.stderr or "locked" in second.stdout + second.stderr
+    assert len(disturbed["configs"]) == 1, f"only the running invocation wrote its config: {disturbed['configs']}"
+    tables_equal(undisturbed, disturbed["out"])
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(undisturbed, disturbed):
+    out, method = disturbed["out"], disturbed["killed"]
+    log = (out / "logs" / "rl" / f"{method}_seed1.log").read_text()
+    match = re.search(rf"resuming {method} seed 1 from step (\d+)", log)
+    assert match and int(match[1]) > 0, log[-2000:]
+    tables_equal(undisturbed, out)
+    rows = [json.loads(x) for x in (out / "runs" / method / "seed1" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(4))
+
+
+# ------------------------------------------------ the committed reference (last: after both DAG runs)
+
+
+def test_tables_match_the_committed_reference(undisturbed):
+    proc = regress(undisturbed / "tables", REFERENCE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_a_reference_cell_edited_by_hand_fails_regression(two_runs, tmp_path):
-    out, _ = two_runs
-    ref = tmp_path / "ref"
-    shutil.copytree(REFERENCE, ref)
-    main = pd.read_csv(ref / "main.csv")
-    numeric = [c for c in main.columns if pd.api.types.is_float_dtype(main[c]) and not c.startswith("time_")]
-    col = numeric[0]
-    main.loc[0, col] = main.loc[0, col] + 50.0  # far beyond any tolerance
-    main.to_csv(ref / "main.csv", index=False)
-    proc = subprocess.run([sys.executable, "-m", "evaluation.regress", str(out / "tables"), str(ref)],
-                          cwd=REPO, capture_output=True, text=True)
-    assert proc.returncode == 1
-    assert col in proc.stdout and "reference=" in proc.stdout
+def regress(tables: Path, reference: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evaluation.regress", str(tables), str(reference)], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, **env})
 
 
-def test_snakemake_config_overrides_reach_the_python_jobs(two_runs):
-    """`--config output_dir=...` (and any other override) is what the jobs read, not the original YAML."""
-    out, _ = two_runs
-    resolved = (out / "config.resolved.yaml").read_text()
-    assert f"output_dir: {out}" in resolved
-    assert "group_size: 4" in resolved  # the CI file's value, with schema defaults filled around it
+# This machine as it is, and "another CPU": torch dispatching to its baseline kernels gives regress another
+# machine fingerprint (torch_cpu_capability), so it takes the other_machine path (the CI DAG needs none:
+# runtime.portable_kernels computes the same bits on any x86-64 CPU, tolerances.yaml).
+CPUS = {"this machine": {}, "another CPU": {"ATEN_CPU_CAPABILITY": "default"}}
+
+
+@pytest.mark.parametrize("cpu", CPUS)
+def test_a_two_point_change_of_a_main_accuracy_cell_fails_regression(undisturbed, tmp_path, cpu):
+    tables = tmp_path / "tables"
+    shutil.copytree(undisturbed / "tables", tables)
+    assert regress(tables, REFERENCE, **CPUS[cpu]).returncode == 0
+    main = pd.read_csv(tables / "main.csv")
+    row = int(main.index[main["method"] == "delta"][0])
+    main.loc[row, "synthetic"] += 2.0  # one cell, two points (the table's resolution is 100 / 48 = 2.08)
+    main.to_csv(tables / "main.csv", index=False)
+    proc = regress(tables, REFERENCE, **CPUS[cpu])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "main" in proc.stdout and "synthetic" in proc.stdout and "reference=" in proc.stdout

@@ -22,6 +22,7 @@ if ANALYSIS_RUNS:
         params:
             runs=" ".join(f"--model-dir {model} --out-dir {OUT}/analysis/{name} --seed {seed}"
                           for name, model, seed in ANALYSIS_RUNS),
+            config=config_digest("credit_analysis"),
         log:
             f"{OUT}/logs/credit_analysis.log",
         conda:

@@ -1,36 +1,50 @@
-# Config validation, wildcard constraints and named helpers (no lambdas in rules).
-import json
+# Config validation (one line naming the key and what to do, then exit), wildcard constraints and named
+# helpers (no lambdas in rules). Nothing is written while the DAG is parsed: the resolved config is
+# content-addressed and written by onstart, after Snakemake holds its lock and never in a dry run.
 import sys
 from pathlib import Path
 
-import yaml
-
-from snakemake.utils import validate
-
-validate(config, schema="../schemas/config.schema.yaml")
-
 sys.path.insert(0, str(Path(workflow.basedir)))
-from common.config import config_from_dict  # noqa: E402  (validates and fills defaults)
+from common.config import ConfigError, config_from_dict, resolved_config_path, rule_digest  # noqa: E402
+from common.config import write_resolved_config  # noqa: E402
+from evaluation.real_eval import available_sets, check_data_files  # noqa: E402
+from evaluation.real_eval import checkpoints as real_checkpoints  # noqa: E402
 from training.plan import launch_prefix, slurm_resources  # noqa: E402
 from training.presets import check_methods  # noqa: E402
 
-CFG = config_from_dict(config)
-check_methods(CFG.raw)
+try:
+    CFG = config_from_dict(config)  # validates, fills the schema defaults, checks cross-key constraints
+    check_methods(CFG.raw)  # preset names and knobs (training.presets)
+    # Real benchmarks (config real_eval) on the SFT and final checkpoints: the sets are fixed here, and
+    # every data file the DAG uses is verified now, not after training.
+    REAL_SETS = available_sets(CFG, explicit="sets" in (config.get("real_eval") or {}))
+    check_data_files(CFG, REAL_SETS)
+except ConfigError as err:
+    sys.exit(f"creditbench config error: {err}")
 OUT = CFG.output_dir
 # The python entry points read this file: the validated config with defaults filled *and* Snakemake's
-# --config overrides applied (they would be lost if the rules passed the original YAML). Rewritten only
-# when its content changes.
-CONFIG_FILE = f"{OUT}/config.resolved.yaml"
-Path(OUT).mkdir(parents=True, exist_ok=True)
-_resolved = yaml.safe_dump(json.loads(json.dumps(CFG.raw)), sort_keys=True)
-if not Path(CONFIG_FILE).is_file() or Path(CONFIG_FILE).read_text() != _resolved:
-    Path(CONFIG_FILE).write_text(_resolved)
+# --config overrides applied (they would be lost if the rules passed the original YAML).
+CONFIG_FILE = resolved_config_path(CFG.raw)
+
+
+onstart:
+    write_resolved_config(CFG.raw)
+
+
+def config_digest(rule: str) -> str:
+    """The hash of the config keys that shape ``rule`` (common.config.RULE_SECTIONS), as a param."""
+    return rule_digest(CFG.raw, rule)
+
+
+def rl_config_digest(wildcards) -> str:
+    return rule_digest(CFG.raw, "rl", method=wildcards.method)
+
+
 # Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
-PY = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(CFG.runtime.torch_threads, sys.executable)
+# runtime.portable_kernels (the CI DAG) adds the CPU-independent kernels (common.config.RuntimeConfig.env).
+PY = f"{CFG.runtime.env} {sys.executable}"
 _launch = launch_prefix(CFG)
-RL_LAUNCH = "OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS={} {}".format(
-    CFG.runtime.torch_threads, sys.executable if _launch == "python" else _launch
-)
+RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
 
 
@@ -88,11 +102,6 @@ def eval_data_args(wildcards) -> str:
     return ""
 
 
-# Real benchmarks (config real_eval) on the SFT and final checkpoints, one job pair per checkpoint. The
-# sets are fixed here: an external set (GPQA) whose file is not on this machine is left out with a warning.
-from evaluation.real_eval import available_sets, checkpoints as real_checkpoints  # noqa: E402
-
-REAL_SETS = available_sets(CFG)
 REAL_DIR = f"{OUT}/real_eval"
 
 

@@ -3,6 +3,8 @@ rule make_data:
         train=f"{OUT}/data/train.jsonl",
         heldout=f"{OUT}/data/heldout.jsonl",
         manifest=f"{OUT}/data/manifest.json",
+    params:
+        config=config_digest("make_data"),
     log:
         f"{OUT}/logs/make_data.log",
     conda:
@@ -19,6 +21,8 @@ rule build_model:
         source=[CFG.model.source] if CFG.model.convert_gguf else [],
     output:
         directory(f"{OUT}/models/init"),
+    params:
+        config=config_digest("build_model"),
     log:
         f"{OUT}/logs/build_model.log",
     conda:

@@ -8,6 +8,7 @@ rule evaluate:
     params:
         prefix=f"{OUT}/eval/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}",
         data=eval_data_args,
+        config=config_digest("evaluate"),
     log:
         f"{OUT}/logs/eval/{{method}}_seed{{seed}}_step{{step}}_{{benchmark}}.log",
     conda:
@@ -34,6 +35,7 @@ if REAL_SETS:
         params:
             out_dir=f"{REAL_DIR}/{{method}}/seed{{seed}}/step{{step}}",
             sets=" ".join(REAL_SETS),
+            config=config_digest("real_generate"),
         log:
             f"{OUT}/logs/real_eval/{{method}}_seed{{seed}}_step{{step}}_generate.log",
         conda:
@@ -56,6 +58,7 @@ if REAL_SETS:
         params:
             out_dir=f"{REAL_DIR}/{{method}}/seed{{seed}}/step{{step}}",
             sets=" ".join(REAL_SETS),
+            config=config_digest("real_score"),
         log:
             f"{OUT}/logs/real_eval/{{method}}_seed{{seed}}_step{{step}}_score.log",
         conda:

@@ -51,6 +51,7 @@ if FIDELITY_ROWS:
             rows=" ".join(f"--row {lab} {p} {model} {s}" for lab, p, model, s in FIDELITY_ROWS),
             metrics=" ".join(f"--metrics {m} {OUT}/runs/{m}/seed{s}/metrics.jsonl"
                              for m in CFG.methods for s in CFG.seeds),
+            config=config_digest("credit_fidelity"),
         log:
             f"{OUT}/logs/credit_fidelity.log",
         conda:

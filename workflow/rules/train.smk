@@ -5,6 +5,8 @@ rule sft:
     output:
         model=directory(f"{OUT}/models/sft"),
         metrics=f"{OUT}/models/sft_metrics.jsonl",
+    params:
+        config=config_digest("sft"),
     log:
         f"{OUT}/logs/sft.log",
     conda:
@@ -29,6 +31,7 @@ rule rl:
         checkpoints=[directory(f"{OUT}/runs/{{method}}/seed{{seed}}/checkpoints/step{s}") for s in CFG.rl.checkpoint_steps],
     params:
         run_dir=f"{OUT}/runs/{{method}}/seed{{seed}}",
+        config=rl_config_digest,
     log:
         f"{OUT}/logs/rl/{{method}}_seed{{seed}}.log",
     conda:

@@ -1,0 +1,98 @@
+"""Config loading and validation at DAG time, through `snakemake -n` (nothing trains): YAML's `1e-4` and
+nested `--config` overrides are read as numbers; a config that would fail, or silently write empty
+columns, only after training fails before the DAG is built, with one line naming the key or file and
+what to do; CREDITBENCH_GPQA_DIR is honoured; every used data file's sha256 is checked."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluation.benchmarks import DEFAULT_GPQA_DIR, get_benchmark
+
+REPO = Path(__file__).resolve().parents[2]
+CI_CONFIG = REPO / "config" / "experiments" / "ci.yaml"
+ERROR = "creditbench config error: "
+
+
+def dry_run(tmp_path: Path, extra: str | None = None, *args: str, env: dict | None = None):
+    files = [str(CI_CONFIG)]
+    if extra is not None:
+        (tmp_path / "extra.yaml").write_text(extra)
+        files.append(str(tmp_path / "extra.yaml"))
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", *files,
+           "--config", f"output_dir={tmp_path / 'out'}", *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+    assert not (tmp_path / "out").exists(), "a dry run wrote files"
+    return proc, proc.stdout + proc.stderr
+
+
+def jobs(text: str) -> dict[str, int]:
+    stats = text[text.index("Job stats:"):]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M)}
+
+
+def one_error_line(proc, text: str) -> str:
+    """The failure is exit 1 and exactly one short line naming the key; no schema dump, no traceback."""
+    assert proc.returncode != 0, text[-2000:]
+    lines = [x for x in text.splitlines() if x.startswith(ERROR)]
+    assert len(lines) == 1 and len(lines[0]) < 400, text[-3000:]
+    assert "Traceback" not in text and "$schema" not in text and len(text) < 2000, text[-3000:]
+    return lines[0][len(ERROR):]
+
+
+def test_yaml_1e_4_and_nested_config_overrides_are_numbers(tmp_path):
+    proc, text = dry_run(tmp_path, "rl: {lr: 1e-4}\nsft: {lr: 5e-3}\n")
+    assert proc.returncode == 0, text[-3000:]
+    proc, text = dry_run(tmp_path, None, "rl={lr: 1e-4, steps: 6}", "seeds=[1, 2]")
+    assert proc.returncode == 0, text[-3000:]
+    assert jobs(text)["rl"] == 8 and jobs(text)["evaluate"] == 2 * (1 + 4 * 3)  # 6 steps: 3 checkpoints
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ("report: {baseline: ppo}\n", "report/baseline"),
+    ("eval: {benchmarks: [synthetic, no_such_set]}\n", "eval/benchmarks"),
+    ("model: {hidden_size: 66, num_heads: 4, num_kv_heads: 2}\n", "model/hidden_size"),  # 66 % 4
+    ("model: {hidden_size: 60, num_heads: 4, num_kv_heads: 2}\n", "model/hidden_size"),  # head dim 15
+    ("model: {num_heads: 4, num_kv_heads: 3}\n", "model/num_kv_heads"),
+    ("task: {min_ops: 3, max_ops: 2}\n", "task/min_ops"),
+    ("rl: {lr: fast}\n", "rl/lr"),
+    ("rl: {learning_rate: 1e-4}\n", "rl"),
+])
+def test_bad_config_fails_at_dag_time_in_one_line(tmp_path, extra, key):
+    line = one_error_line(*dry_run(tmp_path, extra))
+    assert line.startswith(f"config key '{key}'"), line
+
+
+def test_gpqa_dir_env_var_is_honoured_and_a_requested_missing_set_fails(tmp_path):
+    empty = tmp_path / "no_gpqa"
+    empty.mkdir()
+    line = one_error_line(*dry_run(tmp_path, "real_eval: {sets: [gpqa_diamond]}\n",
+                                   env={"CREDITBENCH_GPQA_DIR": str(empty)}))
+    assert line.startswith("config key 'real_eval/sets'") and str(empty) in line and "CREDITBENCH_GPQA_DIR" in line
+
+
+@pytest.mark.skipif(not (DEFAULT_GPQA_DIR / "gpqa_diamond.csv").is_file(), reason="GPQA-Diamond not on this machine")
+def test_gpqa_found_through_the_env_var_is_planned(tmp_path):
+    moved = tmp_path / "gpqa"
+    shutil.copytree(DEFAULT_GPQA_DIR, moved)
+    proc, text = dry_run(tmp_path, "real_eval: {sets: [gpqa_diamond], checkpoints: [sft]}\n",
+                         env={"CREDITBENCH_GPQA_DIR": str(moved)})
+    assert proc.returncode == 0, text[-3000:]
+    assert jobs(text)["real_generate"] == 1
+
+
+def test_a_corrupted_data_file_fails_at_dag_time(tmp_path):
+    bench = tmp_path / "benchmarks"
+    shutil.copytree(REPO / "data" / "benchmarks", bench)
+    target = bench / get_benchmark("gsm8k").path
+    target.write_bytes(target.read_bytes().replace(b"a", b"b", 1))
+    line = one_error_line(*dry_run(tmp_path, f"data: {{benchmarks_dir: {bench}}}\nreal_eval: {{sets: [gsm8k]}}\n"))
+    assert line.startswith("config key 'real_eval/sets'") and str(target) in line and "sha256" in line
