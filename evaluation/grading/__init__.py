@@ -115,7 +115,8 @@ Changelog
 * ``creditbench-grader/3`` (2026-12-02, from an audit of real SmolLM2-135M-Instruct generations): an
   arithmetic chain after an answer phrase or in a box states its last value (``the final answer is
   3858 - 2820 = 428 books`` is ``428``); an answer phrase followed by a comma ("the previous answer is,
-  because") is skipped for the one before it; a closing sentence ending ", so N" states N.
+  because") is skipped for the one before it; a closing sentence ending ", so N" states N; a closing
+  "This is the (final) answer." is skipped like a pleasantry.
 """
 
 from __future__ import annotations

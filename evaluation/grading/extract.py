@@ -38,6 +38,7 @@ _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the
 _PLEASANTRY_RE = re.compile(
     r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
     r"|^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\W*$"  # an answer label left empty
+    r"|^\W*(?:so,?\s+)?(?:this|that)\s+is\s+(?:the|our|my)\s+(?:final\s+)?answer\W*$"  # "This is the answer."
 )
 _WORD_TAIL_RE = re.compile(
     rf"^((?:{_NUM})(?:\s+\d+/\d+)?|\d+/\d+)\s+([a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,4}})\.?$"
