@@ -127,7 +127,7 @@ def test_unknown_method_lists_valid_presets():
     from training.presets import check_methods
 
     with pytest.raises(ConfigError, match="config key 'methods': unknown algorithm 'ppo'.*dapo"):
-        check_methods(config_from_dict({**CONFIG_BASE, "methods": ["ppo"]}).raw)
+        check_methods(config_from_dict({**CONFIG_BASE, "methods": ["ppo"], "report": {"baseline": "ppo"}}).raw)
 
 
 def test_override_of_unknown_preset_field_is_named():
