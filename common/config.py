@@ -560,17 +560,20 @@ def resolved_yaml(raw: Mapping[str, Any]) -> str:
     return yaml.safe_dump(json.loads(json.dumps(raw)), sort_keys=True)
 
 
+def _content_path(raw: Mapping[str, Any], text: str) -> str:
+    return f"{raw['output_dir']}/configs/{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+
+
 def resolved_config_path(raw: Mapping[str, Any]) -> str:
     """``<output_dir>/configs/<hash>.yaml``: named by its content, so an invocation with another config
     never rewrites the file a running one reads."""
-    text = resolved_yaml(raw)
-    return f"{raw['output_dir']}/configs/{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    return _content_path(raw, resolved_yaml(raw))
 
 
 def write_resolved_config(raw: Mapping[str, Any]) -> str:
     """Write :func:`resolved_config_path` atomically if absent (Snakemake's onstart, after the lock)."""
-    path = resolved_config_path(raw)
     text = resolved_yaml(raw)
+    path = _content_path(raw, text)
     if not Path(path).is_file() or Path(path).read_text() != text:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, text)

@@ -57,6 +57,12 @@ def restore_rng_state(state: dict[str, Any], generator: torch.Generator) -> None
     generator.set_state(state["generator"])
 
 
+def step_dirs(root: str | Path) -> list[tuple[int, Path]]:
+    """``(N, root/step<N>)`` for every checkpoint folder of ``root`` holding a resume state, by step."""
+    return sorted((int(p.name[4:]), p) for p in Path(root).glob("step*")
+                  if p.name[4:].isdigit() and (p / "state.pt").exists())
+
+
 def truncate_metrics(metrics_path: str | Path, step: int) -> list[dict]:
     """Keep only the rows of steps before ``step`` (the ones the resumed checkpoint has seen), so a resumed
     run's metrics equal an uninterrupted run's; a torn last line from the kill is dropped. Returns the kept rows."""

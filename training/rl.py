@@ -47,7 +47,14 @@ from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
 from evaluation.grading import grade, reward
 from training import losses
-from training.checkpoint import publish_checkpoint, restore_rng_state, rng_state, save_hf_atomic, truncate_metrics
+from training.checkpoint import (
+    publish_checkpoint,
+    restore_rng_state,
+    rng_state,
+    save_hf_atomic,
+    step_dirs,
+    truncate_metrics,
+)
 from training.credit import CreditBatch, get_token_advantage_fn, get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
@@ -267,9 +274,7 @@ def resume_checkpoint(resume_root: Path, metrics: Path) -> Path | None:
     the checkpoint and its row falls back one checkpoint), or None."""
     rows = read_jsonl(metrics, drop_torn_tail=True) if metrics.exists() else []
     logged = {r["step"] for r in rows}
-    found = sorted(((int(p.name[4:]), p) for p in resume_root.glob("step*")
-                    if p.name[4:].isdigit() and (p / "state.pt").exists()), reverse=True)
-    return next((p for n, p in found if set(range(n)) <= logged), None)
+    return next((p for n, p in reversed(step_dirs(resume_root)) if set(range(n)) <= logged), None)
 
 
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
@@ -306,8 +311,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         rows = truncate_metrics(resume_metrics, start_step)
         write_jsonl_atomic(metrics_path, rows)
         wall_offset = rows[-1]["wall_clock"] if rows else 0.0
-        for step_dir in sorted(resume_root.glob("step*")):  # outputs Snakemake removed with the killed job
-            if step_dir.name[4:].isdigit() and int(step_dir.name[4:]) <= start_step:
+        for n, step_dir in step_dirs(resume_root):  # outputs Snakemake removed with the killed job
+            if n <= start_step:
                 publish_checkpoint(step_dir, ckpt_root / step_dir.name)
         print(f"resuming {preset.name} seed {seed} from step {start_step} ({resume})")
     else:
