@@ -444,10 +444,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     differences = [] if args.update else machine_differences(args.reference, machine_fingerprint())
+    tol_path = args.tolerances or args.reference / "tolerances.yaml"
     if differences:
-        print("regress: this machine is not the one that recorded the reference ("
-              + "; ".join(differences) + "): using the other_machine tolerances")
-    tol = load_tolerances(args.tolerances or args.reference / "tolerances.yaml", other_machine=bool(differences))
+        raw = yaml.safe_load(tol_path.read_text(encoding="utf-8")) if tol_path.is_file() else None
+        overlay = isinstance(raw, Mapping) and bool(raw.get("other_machine"))
+        print("regress: this machine is not the one that recorded the reference (" + "; ".join(differences)
+              + ("): using the other_machine tolerances" if overlay else "): the tolerances have no other_machine "
+                 "overlay, the same tolerances apply"))
+    tol = load_tolerances(tol_path, other_machine=bool(differences))
     if args.update:
         if not args.reason:
             print("regress --update: --reason TEXT is required", file=sys.stderr)

@@ -164,8 +164,14 @@ def test_other_machine_overlay_applies_only_when_the_fingerprint_differs(
     assert regress.main([str(out), str(ref)]) == 0  # elsewhere: the overlay's tolerances
     printed = capsys.readouterr().out
     assert "not the one that recorded the reference (cpu_model: 'Some Other CPU' -> " in printed
+    assert "using the other_machine tolerances" in printed
     _edit(ref / "main.csv", "delta,DelTA,74.0000,", "delta,DelTA,70.0000,")  # |Δ| = 7.5 > 5
     assert regress.main([str(out), str(ref)]) == 1
+    capsys.readouterr()
+    (ref / "tolerances.yaml").write_text("default: 1.0\n")  # no overlay: said so, the same tolerances apply
+    assert regress.main([str(out), str(ref)]) == 1
+    printed = capsys.readouterr().out
+    assert "no other_machine overlay, the same tolerances apply" in printed and "using the other" not in printed
     with pytest.raises(ValueError, match="other_machine"):
         (ref / "tolerances.yaml").write_text("other_machine:\n  ignore: ['x']\n")
         regress.load_tolerances(ref / "tolerances.yaml", other_machine=True)

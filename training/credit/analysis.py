@@ -241,14 +241,15 @@ def ratio_bootstrap(
 
     ``spans_by_response``: per scored response, its spans' (kind, I). Responses are resampled with
     replacement (spans of one response stay together). A resample whose ratio is 0/0 or lacks a kind is
-    ``n_undefined`` and left out; x/0 with x > 0 is +inf (``n_infinite``), so ``ci_hi`` may be inf.
+    ``n_undefined`` and left out; x/0 with x > 0 is +inf (``n_infinite``). An upper bound at +inf is written
+    ``ci_hi = None`` with ``ci_hi_unbounded = True``, so ``summary.json`` stays strict JSON (RFC 8259 has no inf).
     """
     counts = np.array([[sum(k == kind and d >= threshold for k, d in spans) for kind in SPAN_KINDS[:2]]
                        + [sum(k == kind for k, _ in spans) for kind in SPAN_KINDS[:2]]
                        for spans in spans_by_response], dtype=float).reshape(-1, 4)
     n = len(counts)
     out: dict[str, Any] = {"n_responses": n, "n_boot": n_boot, "alpha": alpha, "ci_lo": None, "ci_hi": None,
-                           "n_undefined": n_boot, "n_infinite": 0}
+                           "n_undefined": n_boot, "n_infinite": 0, "ci_hi_unbounded": False}
     if n == 0:
         return out
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
@@ -259,18 +260,20 @@ def ratio_bootstrap(
     out["n_undefined"], out["n_infinite"] = int((~ok).sum()), int(np.isinf(ratio).sum())
     if ok.any():
         lo, hi = np.quantile(ratio[ok], [alpha / 2, 1 - alpha / 2], method="inverted_cdf")
-        out["ci_lo"], out["ci_hi"] = float(lo), float(hi)
+        unbounded = bool(np.isinf(hi))
+        out["ci_lo"], out["ci_hi"], out["ci_hi_unbounded"] = float(lo), None if unbounded else float(hi), unbounded
     return out
 
 
 def ci_text(ci: Mapping[str, Any]) -> str:
     """``[lo, hi] (95 % bootstrap CI over n responses, B resamples)``; the left-out resamples are counted."""
     def num(x: float | None) -> str:
-        return "–" if x is None else "∞" if math.isinf(x) else f"{x:.2f}"
+        return "–" if x is None else f"{x:.2f}"
 
+    hi = "∞" if ci.get("ci_hi_unbounded") else num(ci["ci_hi"])
     extra = f"; {ci['n_undefined']} undefined (0/0) left out" if ci["n_undefined"] else ""
     extra += f"; {ci['n_infinite']} with no critical sentence span (∞)" if ci["n_infinite"] else ""
-    return (f"[{num(ci['ci_lo'])}, {num(ci['ci_hi'])}] ({100 * (1 - ci['alpha']):.0f} % bootstrap CI over "
+    return (f"[{num(ci['ci_lo'])}, {hi}] ({100 * (1 - ci['alpha']):.0f} % bootstrap CI over "
             f"n = {ci['n_responses']} responses, {ci['n_boot']} resamples{extra})")
 
 
