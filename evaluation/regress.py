@@ -28,12 +28,13 @@ Tolerances come from ``REFERENCE_DIR/tolerances.yaml`` (or ``--tolerances``)::
 
 Machines. ``--update`` also writes ``REFERENCE_DIR/machine.json``, the fingerprint of the machine that
 recorded the reference (:func:`machine_fingerprint`: CPU model and vector ISA torch dispatches to, torch /
-transformers / tokenizers versions). Float rounding differs between CPUs, and an RL run that samples
-from a slightly different policy soon draws different tokens, so on another machine a tiny DAG's
-numbers are a different random draw, not a regression: when the fingerprints differ the
-``other_machine`` overlay (its ``default`` replaces the default, its ``columns`` come first) applies
-and the run says so. On the recording machine the tables are byte-identical run to run, so the base
-tolerances can be tight.
+transformers / tokenizers versions) and the commit it was recorded at. Float rounding differs between
+CPUs (even with ``runtime.portable_kernels``: an AMD EPYC and an Intel Xeon still differ), and an RL run
+that samples from a slightly different policy soon draws different tokens, so on another machine a tiny
+DAG's numbers are a different random draw, not a regression: when the fingerprints differ the
+``other_machine`` overlay (its ``default`` replaces the default, its ``columns`` come first) applies and
+the run says so and how to check exactly instead (rebuild the reference here from the recorded commit).
+On the recording machine the tables are byte-identical run to run, so the base tolerances can be tight.
 
 Strings are always compared exactly, and so are integers (counts) unless a pattern names their column.
 ``--update`` copies the result CSVs over the reference (stale reference CSVs are removed), only from a
@@ -357,6 +358,7 @@ def machine_differences(reference: Path, here: Mapping[str, str]) -> list[str]:
     ref = reference_machine(reference)
     if ref is None:
         return []
+    ref = {k: v for k, v in ref.items() if k != "commit"}
     keys = sorted(set(ref) | set(here))
     return [f"{k}: {ref.get(k)!r} -> {here.get(k)!r}" for k in keys if ref.get(k) != here.get(k)]
 
@@ -409,7 +411,8 @@ def update_reference(results: Path, reference: Path, reason: str) -> int:
         print(f"removed stale reference {stale}")
     for name, path in new.items():
         write_text_atomic(reference / name, path.read_text(encoding="utf-8"))
-    write_text_atomic(reference / MACHINE_FILE, json.dumps(machine_fingerprint(), indent=2, sort_keys=True) + "\n")
+    recorded = {**machine_fingerprint(), "commit": commit}
+    write_text_atomic(reference / MACHINE_FILE, json.dumps(recorded, indent=2, sort_keys=True) + "\n")
     changelog = reference / "CHANGELOG.md"
     text = (
         changelog.read_text(encoding="utf-8") if changelog.is_file() else "# Reference tables changelog\n\n"
@@ -448,9 +451,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if differences:
         raw = yaml.safe_load(tol_path.read_text(encoding="utf-8")) if tol_path.is_file() else None
         overlay = isinstance(raw, Mapping) and bool(raw.get("other_machine"))
+        commit = (reference_machine(args.reference) or {}).get("commit", "COMMIT")
         print("regress: this machine is not the one that recorded the reference (" + "; ".join(differences)
               + ("): using the other_machine tolerances" if overlay else "): the tolerances have no other_machine "
-                 "overlay, the same tolerances apply"))
+                 "overlay, the same tolerances apply")
+              + f". For an exact check here, rebuild the reference on this machine from the commit that recorded "
+                f"it ({commit[:12]}: run its DAG in `git worktree add --detach DIR {commit[:12]}`) and regress "
+                f"against those tables, as tests/workflow/test_workflow.py does")
     tol = load_tolerances(tol_path, other_machine=bool(differences))
     if args.update:
         if not args.reason:

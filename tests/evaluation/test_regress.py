@@ -107,10 +107,11 @@ def test_missing_and_extra_rows_columns_tables(
     assert "extra: table missing from result" in printed
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True
-    )
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True,
+        text=True,
+    ).stdout
 
 
 def test_update_refuses_dirty_tree_and_records_reason(
@@ -135,7 +136,8 @@ def test_update_refuses_dirty_tree_and_records_reason(
     assert (ref / "main.csv").read_bytes() == (out / "tables" / "main.csv").read_bytes()
     changelog = (ref / "CHANGELOG.md").read_text()
     assert "grader v3 re-score" in changelog and "· commit " in changelog
-    assert regress.reference_machine(ref) == regress.machine_fingerprint()  # the recording machine
+    recorded = regress.reference_machine(ref)  # the recording machine and the commit it recorded at
+    assert recorded == {**regress.machine_fingerprint(), "commit": _git(repo, "rev-parse", "HEAD").strip()}
     assert regress.main([str(out), str(ref)]) == 0
 
 
@@ -172,6 +174,7 @@ def test_other_machine_overlay_applies_only_when_the_fingerprint_differs(
     assert regress.main([str(out), str(ref)]) == 1
     printed = capsys.readouterr().out
     assert "no other_machine overlay, the same tolerances apply" in printed and "using the other" not in printed
+    assert "rebuild the reference on this machine from the commit that recorded it" in printed
     with pytest.raises(ValueError, match="other_machine"):
         (ref / "tolerances.yaml").write_text("other_machine:\n  ignore: ['x']\n")
         regress.load_tolerances(ref / "tolerances.yaml", other_machine=True)
