@@ -1,7 +1,8 @@
 """Our MBPP+ verdicts equal EvalPlus 0.3.1's on real model completions (evaluation.code_agreement).
 
-``code_agreement_cases.tsv``: real SmolLM2-135M-Instruct completions (results/MEASUREMENTS.md, session 6),
-each with the verdicts of ``evalplus.evaluate`` recorded when the table was written."""
+``code_agreement_cases.tsv``: 480 real SmolLM2-135M-Instruct completions of 80 MBPP+ tasks (chat_code
+and base_code prompts; results/MEASUREMENTS.md, session 6: issue 14), each with the verdicts that
+``evalplus.evaluate`` gave when the table was written."""
 
 from __future__ import annotations
 
