@@ -22,7 +22,6 @@ table ``tests/evaluation/code_agreement_cases.tsv`` is one). Exit status 1 on an
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, REPO_ROOT
+from evaluation.code_eval import _read_dataset
 
 MBPP = DEFAULT_DATA_DIR / BENCHMARKS["mbpp_plus"].path
 EVALPLUS_CACHE = REPO_ROOT / ".cache" / "evalplus_agreement"
@@ -48,12 +48,6 @@ open(sys.argv[3], "w").write(str(time.monotonic() - t0))
 sys.stdout.flush()
 os._exit(0)
 """
-
-
-def _rows(path: Path) -> list[dict[str, Any]]:
-    raw = path.read_bytes()
-    raw = gzip.decompress(raw) if path.name.endswith(".gz") else raw
-    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
 
 
 COLUMNS = ("task_id", "ours_base", "ours_plus", "evalplus_base", "evalplus_plus", "sample")
@@ -85,7 +79,7 @@ def evalplus_verdicts(samples: Sequence[dict[str, Any]], *, parallel: int = 2, d
     tasks = {s["task_id"] for s in samples}
     with tempfile.TemporaryDirectory(prefix="code_agreement_") as tmp:
         data = Path(tmp, "MbppPlus.jsonl")
-        data.write_text("".join(json.dumps(r) + "\n" for r in _rows(dataset) if r["task_id"] in tasks))
+        data.write_text("".join(json.dumps(r) + "\n" for r in _read_dataset(dataset).values() if r["task_id"] in tasks))
         path = Path(tmp, "samples.jsonl")
         path.write_text("".join(json.dumps(s) + "\n" for s in samples))
         env = {**os.environ, "MBPP_OVERRIDE_PATH": str(data), "XDG_CACHE_HOME": str(cache)}
@@ -117,12 +111,18 @@ def ours_verdicts(samples: Sequence[dict[str, Any]], *, parallel: int = 2) -> tu
     return [(r.base_status, r.plus_status) for r in res.samples], time.monotonic() - t0
 
 
+def same(ours: tuple[str, str], theirs: tuple[str, str]) -> tuple[bool, bool]:
+    """Equal verdicts (base, plus) of one sample, pass vs. not pass (EvalPlus's ``fail``/``timeout`` are both
+    a failure); plus is judged as pass@1 plus counts it: base and plus tests both pass."""
+    return ((ours[0] == "pass") == (theirs[0] == "pass"),
+            (ours[0] == ours[1] == "pass") == (theirs[0] == theirs[1] == "pass"))
+
+
 def agreement(ours: Sequence[tuple[str, str]], theirs: Sequence[tuple[str, str]]) -> dict[str, int]:
-    """Equal verdicts, pass vs. not pass (EvalPlus's ``fail``/``timeout`` are both a failure);
-    plus is judged as pass@1 plus counts it: base and plus tests both pass. ``exact``: samples whose two
-    statuses are the same strings (``fail`` vs. ``timeout`` counts as a difference there)."""
-    base = sum((o[0] == "pass") == (t[0] == "pass") for o, t in zip(ours, theirs, strict=True))
-    plus = sum((o[0] == o[1] == "pass") == (t[0] == t[1] == "pass") for o, t in zip(ours, theirs, strict=True))
+    """Samples with equal verdicts (:func:`same`), base and plus; ``exact``: samples whose two statuses
+    are the same strings (``fail`` vs. ``timeout`` counts as a difference there)."""
+    base = sum(same(o, t)[0] for o, t in zip(ours, theirs, strict=True))
+    plus = sum(same(o, t)[1] for o, t in zip(ours, theirs, strict=True))
     exact = sum(tuple(o) == tuple(t) for o, t in zip(ours, theirs, strict=True))
     return {"base": base, "plus": plus, "exact": exact, "n": len(ours)}
 
@@ -142,7 +142,7 @@ def compare(argv: Sequence[str]) -> int:
     if a.tsv:
         write_table(a.tsv, samples, ours, theirs)
     for i, (s, o, t) in enumerate(zip(samples, ours, theirs)):
-        if (o[0] == "pass") != (t[0] == "pass") or (o[0] == o[1] == "pass") != (t[0] == t[1] == "pass"):
+        if not all(same(o, t)):
             print(f"disagree {i} {s['task_id']}: ours {o} evalplus {t}")
     passes = sum(o[0] == "pass" for o in ours), sum(o[0] == o[1] == "pass" for o in ours)
     print(f"agreement base {agr['base']}/{agr['n']} plus {agr['plus']}/{agr['n']} (statuses {agr['exact']}); "
@@ -171,7 +171,7 @@ def sample(argv: Sequence[str]) -> int:
     from evaluation.generation.types import SamplingParams
     from evaluation.templates import render, stop_strings
 
-    canon = {r["task_id"]: len(r["canonical_solution"]) for r in _rows(MBPP)}
+    canon = {r["task_id"]: len(r["canonical_solution"]) for r in _read_dataset(MBPP).values()}
     problems = sorted(load_benchmark("mbpp_plus"), key=lambda p: (canon[p.id], p.id))[a.skip:a.skip + a.tasks]
     engine = HFBackend(a.model, batch_size=a.batch_size)
     prompts = [render(a.template, p, engine.tokenizer) for p in problems]

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("evalplus")
 
-from evaluation.code_agreement import agreement, main, read_table
+from evaluation.code_agreement import agreement, main, read_table, same
 from evaluation.code_eval import SandboxConfig, evaluate_mbpp_plus
 
 CASES = Path(__file__).with_name("code_agreement_cases.tsv")
@@ -35,8 +35,7 @@ def test_our_verdicts_equal_evalplus_recorded_ones(tmp_path: Path) -> None:
     res = evaluate_mbpp_plus([r["sample"] for r in rows], cache_dir=tmp_path / "gt",
                              config=SandboxConfig(parallel=2, run_timeout_s=600))
     ours = [(s.base_status, s.plus_status) for s in res.samples]
-    wrong = [(r["task_id"], o, t) for r, o, t in zip(rows, ours, theirs)
-             if (o[0] == "pass") != (t[0] == "pass") or (o[0] == o[1] == "pass") != (t[0] == t[1] == "pass")]
+    wrong = [(r["task_id"], o, t) for r, o, t in zip(rows, ours, theirs) if not all(same(o, t))]
     assert not wrong
 
 
