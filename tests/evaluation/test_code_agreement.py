@@ -1,6 +1,6 @@
 """Our MBPP+ verdicts equal EvalPlus 0.3.1's on real model completions (evaluation.code_agreement).
 
-``code_agreement_cases.tsv``: 480 real SmolLM2-135M-Instruct completions of 80 MBPP+ tasks (chat_code
+``code_agreement_cases.tsv``: 640 real SmolLM2-135M-Instruct completions of 160 MBPP+ tasks (chat_code
 and base_code prompts; results/MEASUREMENTS.md, session 6: issue 14), each with the verdicts that
 ``evalplus.evaluate`` gave when the table was written."""
 
