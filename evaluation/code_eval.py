@@ -155,8 +155,15 @@ def _command(config: SandboxConfig, uid: int, cache_dir: Path, dataset_path: Pat
     nproc = "" if cgroup else f"--nproc={config.max_procs}"
     cmd += ["--", t["prlimit"], "--core=0", f"--fsize={config.max_file_bytes}", "--nofile=256", *[nproc][:bool(nproc)],
             "--", t["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--",
-            sys.executable, "-P", "-m", "evaluation.code_sandbox"]
+            _interpreter(), "-P", "-m", "evaluation.code_sandbox"]
     return cmd
+
+
+def _interpreter() -> str:
+    """``sys.executable`` with its folder resolved: the sandbox's root holds only the resolved paths of
+    :func:`worker_paths`, so a venv reached through a symlink (``repo/.venv -> elsewhere``) is found there.
+    The file name stays unresolved, so that Python still finds the venv's ``pyvenv.cfg`` next to it."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
 
 
 def _env() -> dict[str, str]:

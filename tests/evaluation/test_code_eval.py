@@ -42,6 +42,22 @@ def test_canonical_passes_and_wrong_fails(canonical: dict[str, dict], tmp_path: 
     assert res.limits in ("cgroup2", "rlimits+rss-watch")
 
 
+def test_harness_interpreter_lies_inside_the_sandbox_root(tmp_path: Path) -> None:
+    """The sandbox's root binds only the resolved venv/interpreter folders, so the harness must be started
+    through a resolved path: a venv reached through a symlink (a worktree's ``.venv -> ../main/.venv``) once
+    failed with 'setpriv: failed to execute .../.venv/bin/python'."""
+    import os
+    import sys
+
+    from evaluation.code_eval import _interpreter
+    from evaluation.code_sandbox import worker_paths
+
+    exe = _interpreter()
+    assert os.path.basename(exe) == os.path.basename(sys.executable)  # still finds the venv's pyvenv.cfg
+    assert os.path.realpath(exe) == os.path.realpath(sys.executable)
+    assert any(exe.startswith(p.rstrip("/") + "/") for p in worker_paths(Path(__file__).parents[2]))
+
+
 def test_dataset_checksum_enforced(tmp_path: Path) -> None:
     bad = tmp_path / "MbppPlus.jsonl.gz"
     bad.write_bytes(DATASET.read_bytes() + b"\0")
