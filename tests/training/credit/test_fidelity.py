@@ -87,17 +87,19 @@ def test_unparseable_question_is_all_other() -> None:
     assert {cl for _, cl, _ in rows} == {O} and decisive(rows) == []
 
 
-@pytest.mark.parametrize("slip_prob", [0.0, 1.0])
-def test_generator_solutions(slip_prob: float) -> None:
+@pytest.mark.parametrize("slip_prob,repeats", [(0.0, 0), (1.0, 0), (0.0, 6), (1.0, 6)])
+def test_generator_solutions(slip_prob: float, repeats: int) -> None:
     """Every generated solution: right -> +1 exactly on its numbers and operators; slipped -> -1 exactly on
-    the one slipped number (the generator's own error model)."""
+    the one slipped number (the generator's own error model); long scaffolding (restatements) is 0."""
     cfg = dataclasses.replace(config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1],
                                                 "methods": ["dapo"]}).task,
-                              slip_prob=slip_prob, n_train=60, n_heldout=1)
+                              slip_prob=slip_prob, n_train=60, n_heldout=1, scaffold_repeats=repeats)
     for p in data.make_splits(cfg)[0]:
         correct = p.solution.endswith(f"{{{p.answer}}}")
         assert correct == (slip_prob == 0.0)
         rows = truth(p.solution, correct, p.question)
+        if repeats:  # truth() keeps the non-scaffolding tokens: the restatements are scaffolding
+            assert len(pieces_of(p.solution)) - len(rows) > 10 * repeats
         if correct:
             assert all((v == 1.0) == bool(re.fullmatch(r"\d|[+-]", x)) for x, _, v in rows), rows
         else:
