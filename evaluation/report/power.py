@@ -5,8 +5,11 @@ table's problems pooled, in percentage points): the per-problem, per-seed differ
 
     d_ps = Δ + a_p + b_s + e_ps,   Var a_p = σ²_problem,  Var b_s = σ²_seed,  Var e_ps = σ²_resid,
 
-where e_ps contains the binomial sampling noise of k samples per arm (``var_sampling``: Σ_arms
-p̂(1 − p̂) / (k − 1) averaged over problems and seeds, reported for reference, part of σ²_resid).
+where e_ps contains the sampling noise of k samples per arm. ``var_sampling`` (Σ_arms p̂(1 − p̂) / (k − 1)
+averaged over problems and seeds) is what that noise would be with independent samples; σ²_resid below it
+means the arms' samples are positively correlated (the evaluation sampler is seeded by the run seed, the
+same for every method: common random numbers, and the policies are close), which is what makes the
+paired test sensitive.
 The components are the ANOVA (method-of-moments) estimates from the n × S matrix of d_ps:
 σ²_resid = MS_resid, σ²_problem = max(0, (MS_problem − MS_resid) / S), σ²_seed = max(0, (MS_seed −
 MS_resid) / n) (Searle, Casella & McCulloch 1992, *Variance Components*, §4.3). Two variances of Δ̂:
@@ -228,7 +231,8 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         "Seeds fixed (as the significance table tests): MDE = (z_{1−α/2} + z_{0.8}) · sd of the seed-averaged "
         "per-problem differences / √n; MDE Holm uses α / (methods compared). Seeds random adds the between-seed "
         "variance of the difference: Var = σ²_problem/n + σ²_seed/S + σ²_resid/(nS) (ANOVA estimates, CSV "
-        "var_* in pp²; var_sampling = binomial noise of k samples, part of var_resid); 'not reachable': the "
+        "var_* in pp²; var_sampling = binomial noise of k independent samples; var_resid below it: paired samples "
+        "correlated); 'not reachable': the "
         f"seed (or problem) variance alone exceeds what a {target:g} pp test allows. Normal approximation "
         "(evaluation/report/power.py); seed variances from 2-3 seeds are rough."
     )
