@@ -38,6 +38,7 @@ class TaskConfig:
     min_ops: int
     max_ops: int
     slip_prob: float
+    scaffold_repeats: int = 0
 
 
 @dataclass(frozen=True)

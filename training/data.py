@@ -12,6 +12,11 @@ then wrong too). The warm-started policy therefore hesitates exactly at calculat
 scaffolding is certain: the regime RLVR works in on real models (sharpening what the policy already
 knows), reached here in minutes instead of GPU-days. Rewards and evaluation always use the true answer.
 
+*Long scaffolding* (``task.scaffold_repeats`` = r > 0): r restatement sentences (``RESTATEMENTS`` in turn,
+with the problem's name and object, no digits) follow the scaffold, so most response tokens are shared
+scaffolding and the decisive ones stay the same few: the regime where credit assignment should matter
+(issue 16). r = 0 writes the default task byte for byte (no extra random draws).
+
     Question: Sam has 7 pens. Sam gets 5 more and then gives away 3. How many pens does Sam have?
     Answer: Let's think step by step. 7 + 5 = 12. 12 - 3 = 9. \\boxed{9}
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 from dataclasses import dataclass
 
 from common.config import TaskConfig, load_config
@@ -32,6 +38,20 @@ NAMES = ("Sam", "Ann", "Tom", "Mia", "Ben", "Eva", "Leo", "Zoe", "Max", "Ivy")
 OBJECTS = ("pens", "apples", "coins", "books", "cards", "shells", "stamps", "beads")
 PROMPT_TEMPLATE = "Question: {question}\nAnswer:"
 SCAFFOLD = "Let's think step by step."
+RESTATEMENTS = (
+    "We need the number of {obj} that {name} has at the end.",
+    "{name} changes the number of {obj} one step at a time.",
+    "We follow each change in the order of the question.",
+    "Then we write the final number of {obj} in a box.",
+)
+RESTATEMENT_RE = "|".join(re.escape(t).replace(r"\{obj\}", r"\w+").replace(r"\{name\}", r"\w+")
+                          for t in RESTATEMENTS)
+"""Any restatement sentence (``training.credit.importance`` classes it as scaffolding)."""
+
+
+def restatement(name: str, obj: str, repeats: int) -> str:
+    """``repeats`` restatement sentences, each followed by a space ('' for 0)."""
+    return "".join(RESTATEMENTS[i % len(RESTATEMENTS)].format(name=name, obj=obj) + " " for i in range(repeats))
 
 
 @dataclass(frozen=True)
@@ -71,7 +91,8 @@ def make_problem(rng: random.Random, cfg: TaskConfig, idx: int) -> tuple[tuple, 
         value, written = result, shown
     action = " and then ".join(clauses)
     question = f"{name} has {key[0]} {obj}. {name} {action}. How many {obj} does {name} have?"
-    solution = f" {SCAFFOLD} " + " ".join(spans) + f" \\boxed{{{written}}}"
+    scaffold = f" {SCAFFOLD} " + restatement(name, obj, cfg.scaffold_repeats)
+    solution = scaffold + " ".join(spans) + f" \\boxed{{{written}}}"
     problem = Problem(
         id=f"syn-{idx:05d}",
         question=question,

@@ -18,6 +18,7 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 | cf_conserve       | cf, conserve=True (row mean 1)          | = dapo       | token_mean   | 0     | yes  |
 | cf_inverted       | cf, mode=inverted                       | = dapo       | token_mean   | 0     | yes  |
 | cf_random         | cf, mode=random                         | = dapo       | token_mean   | 0     | yes  |
+| cf_prior          | cf, max_spans=0 (structural prior only) | = dapo       | token_mean   | 0     | yes  |
 | cf_paper          | cf (as cf) on dapo_cf_paper             | .2/.2        | token_mean   | 0.005 | yes  |
 | forking_tokens    | forking_tokens top_quantile=.2          | = dapo       | token_mean   | 0     | no   |
 | otb               | uniform; A_t = r - B_t (OTB baseline)    | = dapo       | token_mean   | 0     | -    |
@@ -161,6 +162,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "cf_conserve": replace(_CF, name="cf_conserve", knobs={**_CF_KNOBS, "conserve": True}),
     "cf_inverted": replace(_CF, name="cf_inverted", knobs={**_CF_KNOBS, "mode": "inverted"}),
     "cf_random": replace(_CF, name="cf_random", needs_kv=False, knobs={**_CF_KNOBS, "mode": "random"}),
+    # CF's structural prior alone: no spans, so every row takes CF's own no-span path (imp 0.5 everywhere,
+    # = zero counterfactual drops), then the same damping / answer weight / EOS: a fidelity control
+    "cf_prior": replace(_CF, name="cf_prior", needs_kv=False, knobs={**_CF_KNOBS, "max_spans": 0}),
     # beta = 0.005 and w on pg + beta KL: an A_i = 0 row's weight scales its KL term, so no skipping
     "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs_kv=True,
                         knobs={**_CF_KNOBS, "skip_zero_advantage": False}),

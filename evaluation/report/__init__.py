@@ -4,8 +4,8 @@
 
 Modules: ``load`` (results tree, constants, options), ``stats`` (bootstrap, paired tests, Holm, shared
 selections), ``render`` (table model, md/tex/csv/html writers, provenance footer), ``tables`` (accuracy,
-significance, learning, wall-clock, code), ``diagnostics`` (failures, checker audit), ``figures``
-(matplotlib, imported only when figures are asked for), ``__main__`` (the command line).
+significance, learning, wall-clock, code), ``power`` (power analysis), ``diagnostics`` (failures, checker
+audit), ``figures`` (matplotlib, imported only when figures are asked for), ``__main__`` (the command line).
 
 Reads the files the workflow writes under ``OUT`` (see ``load_results``) and builds these tables, each
 from one pandas DataFrame that feeds Markdown, LaTeX (booktabs) and CSV. Benchmarks are split by their
@@ -24,13 +24,16 @@ registry kind (``evaluation.benchmarks``; unregistered names count as math), lik
                   baseline, tokens/s (generated / rollout s, trained / update s), peak memory, and the
                   steps and seconds to reach the baseline's final Avg (the CF paper's claim).
 ``failures``      grader reason counts and rates per method at the final step.
+``power``         minimum detectable difference vs the baseline at the run's n problems × k samples × seeds
+                  and the problems / seeds needed for a 2-point difference, from the run's variances
+                  (``power``: variance model and formulas).
 ``code``          (code sets) MBPP+ / HumanEval+ base and plus pass@1.
 ``ood``           (multiple-choice sets) avg@k as in ``main``.
 ``gsm8k``         (when GSM8K is evaluated) avg@k as in ``main``.
 ``audit``         (math ``.samples.jsonl`` present) verdicts that change when the final checkpoint's
                   samples are re-graded with Math-Verify, per method × benchmark, with examples.
 
-The first five are always written; the last four only when they apply (stale ones are removed).
+The first six are always written; the last four only when they apply (stale ones are removed).
 HTML (one standalone page per table, for ``snakemake --report``) shows the Markdown cells. CSV holds
 numbers only (4 decimals, ints as ints, empty for missing); provenance (k, samples, seeds, grader
 version, data sha256, manifest ids, git commit) is a footer in Markdown, LaTeX and HTML and the full
@@ -63,6 +66,7 @@ from evaluation.report.load import (
     order_benchmarks,
     sort_methods,
 )
+from evaluation.report.power import power_table
 from evaluation.report.render import Column, Table, atomic_write_text, footer_text, provenance, write_table
 from evaluation.report.stats import (
     holm,
@@ -104,6 +108,7 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
         "failures": failures_table(res, footer),
+        "power": power_table(res, opts, footer_text(prov, groups["main"])),
     }
     if "code" in groups:
         tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"], significance)

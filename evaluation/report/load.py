@@ -26,7 +26,7 @@ METHOD_LABELS: Mapping[str, str] = {
     "cf": "CF",
 }
 AVG = "Avg"
-TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures")
+TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures", "power")
 FORMATS: tuple[str, ...] = ("md", "tex", "csv", "html")
 EXTRA_KEYS: tuple[str, ...] = ("pass_at_k", "maj_at_k", "base_pass_at_1", "plus_pass_at_1")
 OPTIONAL_TABLES: tuple[str, ...] = ("code", "ood", "gsm8k", "audit")

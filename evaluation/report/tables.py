@@ -286,7 +286,12 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         f"paired by id); Δ with {100 * (1 - opts.alpha):.0f}% paired-bootstrap CI ({opts.n_boot} resamples, "
         f"stratified by benchmark), sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
     )
+    note = " ".join(x for x in (note, POWER_NOTE) if x)
     return Table("significance", caption, data, cols, footer, note=note)
+
+
+POWER_NOTE = ("power.md: the smallest Δ these tests detect at 80 % power (MDE) and the problems / seeds needed "
+              "for a 2-point difference, from this run's variances.")
 
 
 def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:

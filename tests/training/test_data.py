@@ -3,7 +3,7 @@
 import re
 
 from common.config import config_from_dict
-from training.data import make_splits
+from training.data import RESTATEMENT_RE, SCAFFOLD, make_splits, restatement
 
 BASE = {"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"],
         "task": {"n_train": 200, "n_heldout": 50, "seed": 7}}
@@ -52,3 +52,18 @@ def test_slipped_solutions_have_exactly_one_wrong_span_and_a_consistent_chain():
         assert (boxed == p.answer) == (not wrong)  # the gold is always the true answer
         slipped += bool(wrong)
     assert 0.4 < slipped / len(train) < 0.6
+
+
+def test_long_scaffolding_adds_restatements_and_keeps_the_arithmetic():
+    """task.scaffold_repeats: the same problems and calculations, r digit-free restatements after the
+    scaffold; r = 0 is the default task byte for byte."""
+    plain, _ = make_splits(config_from_dict(BASE).task)
+    zero = make_splits(config_from_dict({**BASE, "task": {**BASE["task"], "scaffold_repeats": 0}}).task)[0]
+    longer, _ = make_splits(config_from_dict({**BASE, "task": {**BASE["task"], "scaffold_repeats": 5}}).task)
+    assert zero == plain
+    for p, q in zip(plain, longer, strict=True):
+        name, _, start, obj = p.question.split()[:4]
+        extra = restatement(name, obj.rstrip("."), 5)
+        assert (p.question, p.answer) == (q.question, q.answer)
+        assert q.solution == p.solution.replace(f"{SCAFFOLD} ", f"{SCAFFOLD} {extra}", 1)
+        assert len(re.findall(RESTATEMENT_RE, extra)) == 5 and not re.search(r"\d|[+=-]", extra)

@@ -14,7 +14,8 @@ from training.presets import PRESETS, get_preset
 
 EXPECTED = {
     "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
-    "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_paper", "forking_tokens", "otb", "ktae", "w_reinforce",
+    "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_prior", "cf_paper", "forking_tokens", "otb", "ktae",
+    "w_reinforce",
 }
 SURROGATE_FIELDS = ("scale_adv_by_std", "eps_low", "eps_high", "dual_clip_c", "aggregation", "kl_beta",
                     "overlong_shaping", "overlong_cache_frac", "mask_truncated", "dynamic_sampling")
@@ -44,7 +45,8 @@ def test_preset_resolves_and_knobs_bind(name):
 
 
 @pytest.mark.parametrize("name", ["delta", "delta_within_side", "delta_random", "cf", "cf_conserve", "cf_inverted",
-                                  "cf_random", "forking_tokens", "dapo_delta_paper", "otb", "ktae"])
+                                  "cf_random", "cf_prior", "forking_tokens", "dapo_delta_paper", "otb",
+                                  "ktae"])
 def test_canonical_methods_share_dapo_objective(name):
     dapo, preset = PRESETS["dapo"], PRESETS[name]
     for f in SURROGATE_FIELDS:
@@ -71,7 +73,7 @@ def test_dapo_cf_paper_is_trl_dapo():
 def test_weight_placement_and_hidden():
     assert PRESETS["delta"].needs_hidden and not PRESETS["delta"].weights_on_kl  # lambda * A on the pg term
     assert PRESETS["delta_within_side"].needs_hidden
-    for name in ("cf", "cf_conserve", "cf_inverted", "cf_random", "cf_paper"):
+    for name in ("cf", "cf_conserve", "cf_inverted", "cf_random", "cf_prior", "cf_paper"):
         assert PRESETS[name].weights_on_kl and not PRESETS[name].needs_hidden  # TRL: per_token_loss * w
     assert PRESETS["delta"].knobs == {"K": 1, "lambda_min": 0.8, "lambda_max": 1.2, "stats": "local"}
     assert PRESETS["cf"].knobs["boost"] == 4.0 and PRESETS["cf"].knobs["conserve"] is False

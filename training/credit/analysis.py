@@ -81,7 +81,7 @@ from training.credit import CreditBatch
 from training.credit.analysis_figures import bar_figure, heatmaps
 from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces
 from training.credit.delta import delta_lambda
-from training.data import NAMES, OBJECTS, SCAFFOLD
+from training.data import NAMES, OBJECTS, RESTATEMENT_RE, SCAFFOLD
 from training.presets import Preset, get_preset
 from training.rl import (
     Rollout,
@@ -105,8 +105,8 @@ CRITICAL_THRESHOLD = math.log(2.0)  # I(s) >= ln 2: masking s at least halves P(
 ANSWER_MARKER = "\\boxed{"
 CALC_RE = re.compile(r"\d+(?:\s*(?:[-+×*/÷]|\\times|\\div)\s*\d+)+\s*=\s*(?P<result>\d+)(?:\s*\.)?")
 SCAFFOLD_RE = re.compile(
-    re.escape(SCAFFOLD) + rf"|\b(?:{'|'.join(NAMES)}) has \d+ (?:{'|'.join(OBJECTS)})\."
-)
+    re.escape(SCAFFOLD) + rf"|\b(?:{'|'.join(NAMES)}) has \d+ (?:{'|'.join(OBJECTS)})\.|" + RESTATEMENT_RE
+)  # the scaffold, a restated start value, task.scaffold_repeats restatements
 
 Sampler = Callable[..., torch.Tensor]  # the signature of evaluation.generation.hf.sample_hf
 RewardFn = Callable[..., float]  # the signature of training.rl.verifiable_reward

@@ -15,7 +15,8 @@ undoing the first) are ignored. Hence:
   (correcting it alone makes the answer right); every other token 0;
 - wrong response with several wrong units or a chain of the wrong length: no single token decides, all 0.
 
-Scaffolding (``Let's think step by step.``), ``=``/``.``/``\\boxed{``/``}``/EOS and any other text: 0.
+Scaffolding (``Let's think step by step.``, ``task.scaffold_repeats`` restatements),
+``=``/``.``/``\\boxed{``/``}``/EOS and any other text: 0.
 The sign follows the Monte-Carlo definition (``training.credit.mc_importance``): P(correct | through t)
 - P(correct | before t) rises at decisive tokens of right solutions and falls at a slip.
 
@@ -29,7 +30,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from training.data import SCAFFOLD
+from training.data import RESTATEMENT_RE, SCAFFOLD
 
 SCAFFOLDING, OPERAND, RESULT, ANSWER, SLIP, FORMAT, OTHER = (
     "scaffolding", "operand", "result", "answer", "slip", "format", "other")
@@ -119,7 +120,7 @@ def char_classes(text: str, units: Sequence[Unit], importance: Sequence[float]) 
     classes, imp = [OTHER] * len(text), [0.0] * len(text)
     cut = text.find(BOXED)
     reasoning = text if cut < 0 else text[:cut]
-    for m in re.finditer(re.escape(SCAFFOLD), reasoning):
+    for m in re.finditer(re.escape(SCAFFOLD) + "|" + RESTATEMENT_RE, reasoning):
         classes[m.start() : m.end()] = [SCAFFOLDING] * (m.end() - m.start())
     for m in CALC_RE.finditer(reasoning):
         classes[m.start() : m.end()] = [FORMAT] * (m.end() - m.start())

@@ -6,6 +6,7 @@ rule report:
     output:
         main=f"{OUT}/tables/main.md",
         wallclock=f"{OUT}/tables/wallclock.md",
+        power=f"{OUT}/tables/power.md",
         tables=report(directory(f"{OUT}/tables"), patterns=["{name}.html"],
                       caption="../report/tables.rst", category="Tables", labels={"table": "{name}"}),
         figures=report(directory(f"{OUT}/figures"), patterns=["{name}.png"],

@@ -87,17 +87,19 @@ def test_unparseable_question_is_all_other() -> None:
     assert {cl for _, cl, _ in rows} == {O} and decisive(rows) == []
 
 
-@pytest.mark.parametrize("slip_prob", [0.0, 1.0])
-def test_generator_solutions(slip_prob: float) -> None:
+@pytest.mark.parametrize("slip_prob,repeats", [(0.0, 0), (1.0, 0), (0.0, 6), (1.0, 6)])
+def test_generator_solutions(slip_prob: float, repeats: int) -> None:
     """Every generated solution: right -> +1 exactly on its numbers and operators; slipped -> -1 exactly on
-    the one slipped number (the generator's own error model)."""
+    the one slipped number (the generator's own error model); long scaffolding (restatements) is 0."""
     cfg = dataclasses.replace(config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1],
                                                 "methods": ["dapo"]}).task,
-                              slip_prob=slip_prob, n_train=60, n_heldout=1)
+                              slip_prob=slip_prob, n_train=60, n_heldout=1, scaffold_repeats=repeats)
     for p in data.make_splits(cfg)[0]:
         correct = p.solution.endswith(f"{{{p.answer}}}")
         assert correct == (slip_prob == 0.0)
         rows = truth(p.solution, correct, p.question)
+        if repeats:  # truth() keeps the non-scaffolding tokens: the restatements are scaffolding
+            assert len(pieces_of(p.solution)) - len(rows) > 10 * repeats
         if correct:
             assert all((v == 1.0) == bool(re.fullmatch(r"\d|[+-]", x)) for x, _, v in rows), rows
         else:
@@ -238,10 +240,12 @@ def encode_rows(tokenizer, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor
     return ids, mask
 
 
-def cf_rhos(tokenizer, drop_of_calc: tuple[float, float]) -> dict[str, list[float]]:
+def cf_rhos(tokenizer, drop_of_calc: tuple[float, float],
+            weights: dict[str, torch.Tensor] | None = None) -> dict[str, list[float]]:
     """Per-response rho of cf and cf_inverted on [right, slipped, right, slipped] of Q under a stub policy
     whose answer log-prob falls by ``drop_of_calc[k]`` nats when calculation k is masked (the scaffold
-    costs nothing); ``(0, 0)`` gives CF no counterfactual signal at all (every drop 0: imp 0.5)."""
+    costs nothing); ``(0, 0)`` gives CF no counterfactual signal at all (every drop 0: imp 0.5). With
+    ``weights`` each preset's token weights are stored there too."""
     from training.credit.cf import token_pieces
 
     right, wrong = right_and_slipped(Q)
@@ -267,9 +271,11 @@ def cf_rhos(tokenizer, drop_of_calc: tuple[float, float]) -> dict[str, list[floa
                                     adv[i] > 0)[1] for i in range(4)]
     assert sum(v == -1 for v in imps[1]) >= 1 and sum(v == 1 for v in imps[0]) >= 9
     rho = {}
-    for name in ("cf", "cf_inverted"):
+    for name in ("cf", "cf_inverted", "cf_prior"):
         preset = get_preset(name)
         w = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
+        if weights is not None:
+            weights[name] = w
         recs = fd.batch_fidelity(1, fd.effective_credit(preset, adv, w, mask, 64), imps, mask, adv)
         assert all(r.rho is not None for r in recs)
         rho[name] = [r.rho for r in recs]
@@ -304,6 +310,19 @@ def test_inverted_cf_mirrors_cf_gain_over_its_structural_prior(tokenizer) -> Non
     last = cf_rhos(tokenizer, (0.0, 6.7))
     assert last["cf"][0] > prior["cf"][0] > last["cf_inverted"][0]  # right solution: CF gains
     assert last["cf_inverted"][1] > prior["cf"][1] > last["cf"][1] and last["cf_inverted"][1] > 0  # first-calc slip
+
+
+def test_cf_prior_is_cf_without_counterfactual_signal(tokenizer) -> None:
+    """``cf_prior`` (the fidelity table's prior-only control, CF with no spans) has exactly CF's weights
+    when no span moves the answer, whatever the policy: the rows CF and inverted CF are read against."""
+    zero: dict[str, torch.Tensor] = {}
+    prior = cf_rhos(tokenizer, (0.0, 0.0), zero)
+    assert torch.equal(zero["cf_prior"], zero["cf"]) and prior["cf_prior"] == prior["cf"]
+    for drops in ((2.0, 2.0), (0.0, 6.7)):
+        w: dict[str, torch.Tensor] = {}
+        rho = cf_rhos(tokenizer, drops, w)
+        assert torch.equal(w["cf_prior"], zero["cf"]) and not torch.equal(w["cf"], zero["cf"])
+        assert rho["cf_prior"] == prior["cf"]
 
 
 # ------------------------------------------------------------------------------ Monte-Carlo importance

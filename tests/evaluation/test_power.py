@@ -1,0 +1,74 @@
+"""Power analysis (evaluation/report/power.py) on constructed cases with known answers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evaluation.report import ReportOptions, load_results
+from evaluation.report.power import (
+    mde,
+    power_table,
+    problems_needed,
+    random_seed_plan,
+    variance_components,
+    z_factor,
+)
+
+
+def test_textbook_sample_size_of_a_paired_difference() -> None:
+    # sd of the difference 10 pp, δ = 2 pp, α = 0.05, power 0.8: n = (1.960 + 0.842)² · 100 / 4 = 196.2 -> 197
+    assert z_factor(0.05) == pytest.approx(2.8016, abs=1e-4)
+    assert problems_needed(100.0, 2.0, 0.05) == 197
+    assert mde(100.0 / 197, 0.05) <= 2.0 < mde(100.0 / 196, 0.05)
+
+
+def test_larger_n_gives_smaller_mde_and_zero_variance_gives_zero() -> None:
+    rng = np.random.default_rng(0)
+    small, large = (variance_components(rng.normal(1, 10, size=(n, 3))) for n in (50, 800))
+    assert mde(small.var_diff / small.n, 0.05) > mde(large.var_diff / large.n, 0.05)
+    zero = variance_components(np.zeros((20, 3)))
+    assert (zero.var_diff, zero.var_problem, zero.var_seed, zero.var_resid) == (0, 0, 0, 0)
+    assert mde(zero.var_diff / zero.n, 0.05) == 0 and problems_needed(zero.var_diff, 2.0, 0.05) == 1
+    assert random_seed_plan(zero, 2.0, 0.05) == (0.0, 1, 1)
+
+
+def test_anova_components_recover_known_variances() -> None:
+    rng = np.random.default_rng(1)
+    n, s = 4000, 40
+    d = 0.5 + rng.normal(0, 3, size=(n, 1)) + rng.normal(0, 2, size=(1, s)) + rng.normal(0, 5, size=(n, s))
+    vc = variance_components(d)
+    assert vc.var_problem == pytest.approx(9, rel=0.1)
+    assert vc.var_seed == pytest.approx(4, rel=0.35)
+    assert vc.var_resid == pytest.approx(25, rel=0.05)
+    assert vc.var_diff == pytest.approx(9 + 25 / s, rel=0.1)  # the seed effect cancels in a paired row
+
+
+def test_seed_variance_can_make_a_target_unreachable() -> None:
+    # σ²_seed = 16 with 2 seeds: z² · 8 = 62.8 > δ² = 4, so no number of problems reaches 2 pp
+    from evaluation.report.power import VarianceComponents
+
+    vc = VarianceComponents(n=200, seeds=2, delta=0.0, var_diff=50.0, var_problem=40.0, var_seed=16.0,
+                            var_resid=20.0)
+    mde_r, n_needed, s_needed = random_seed_plan(vc, 2.0, 0.05)
+    assert math.isinf(n_needed) and mde_r > mde(vc.var_diff / vc.n, 0.05)
+    z2 = z_factor(0.05) ** 2  # seeds at n = 200: z² (16 + 20/200) / (4 − z² 40/200)
+    assert s_needed == math.ceil(z2 * (16 + 20 / 200) / (4 - z2 * 40 / 200))
+    one_seed = variance_components(np.ones((10, 1)))
+    assert math.isnan(random_seed_plan(one_seed, 2.0, 0.05)[0]) and one_seed.var_diff == 0
+
+
+def test_power_table_of_a_results_tree(fake_results: Callable[..., Path]) -> None:
+    res = load_results(fake_results())
+    table = power_table(res, ReportOptions(), "footer")
+    data = table.data
+    assert list(data["method"]) == ["sft", "delta"] and (data["baseline"] == "dapo").all()
+    assert {"n", "k", "seeds", "mde", "problems_for_target", "seeds_for_target"} <= set(data.columns)
+    assert (data["mde_holm"] >= data["mde"]).all()
+    identical = power_table(load_results(fake_results("same", identical=True)), ReportOptions(), "footer").data
+    same = identical[identical["method"] == "delta"].iloc[0]  # delta's samples are dapo's
+    assert (same["delta"], same["sd_diff"], same["mde"], same["problems_for_target"]) == (0, 0, 0, 1)
