@@ -84,18 +84,21 @@ def _plain_cache(cache: object) -> bool:
 
 
 Layers = list[tuple[Tensor, Tensor]]  # per decoder layer: keys, values [n, kv_heads, T, head_dim]
-# the unedited batch's log-probs [B, R] and, per micro-batch slice of its rows, the keys/values of all
-# P + R positions: what the loop's old-log-prob forward computed (training.rl.old_forward, keep_kv=True)
-SourceCache = tuple[Tensor, list[tuple[slice, Layers]]]
+# the unedited batch's log-probs [B, R] and, per micro-batch (its batch rows [m], in order), the keys/values of
+# all P + R positions: what the loop's old-log-prob forward computed (training.rl.old_forward / update_forward)
+SourceCache = tuple[Tensor, list[tuple[Tensor, Layers]]]
 
 
-def cache_layers(output: object) -> Layers | None:
-    """Keys/values of a forward's output (``use_cache=True``), or None if not a plain full-attention cache."""
+def cache_layers(output: object, *, detach: bool = False) -> Layers | None:
+    """Keys/values of a forward's output (``use_cache=True``), or None if not a plain full-attention cache.
+    ``detach``: cut them from the forward's graph (taken from the update's forward, ``rl.update_forward``)."""
     cache = getattr(output, "cache", None)  # transformers >= 5.24 ("past_key_values" warns there)
     if cache is None:
         cache = getattr(output, "past_key_values", None)
     if not _plain_cache(cache):
         return None
+    if detach:
+        return [(layer.keys.detach(), layer.values.detach()) for layer in cache.layers]
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
@@ -174,7 +177,7 @@ def edited_logp(
     if source is not None:
         logp_all, chunks = source
         src_logp = {b: logp_all[b].float() for b in sources}
-        src_kv = {b: (b - sl.start, kv) for sl, kv in chunks for b in range(sl.start, sl.stop)}
+        src_kv = {b: (j, kv) for group, kv in chunks for j, b in enumerate(group.tolist())}
     else:
         try:
             src_logp, src_kv = _source_passes(model, prompt_ids, prompt_mask, response_ids, attention, n_valid,
