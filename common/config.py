@@ -81,6 +81,8 @@ class RLConfig:
     top_p: float
     checkpoint_every: int
     log_token_weights: int
+    fold_old_logp: bool
+    """With one mini-batch, the old-log-prob forward is the update's own forward (``training.rl.update_forward``)."""
 
     @property
     def checkpoint_steps(self) -> tuple[int, ...]:

@@ -12,6 +12,15 @@ Per step (one rollout batch):
                 with global token / sequence counts, so micro-batching never changes the loss
   6. checkpoint HF folder + resume state, atomically, every ``checkpoint_every`` steps and at the end
 
+Folded old-log-prob forward (``rl.fold_old_logp``, default on; :func:`folds_old_logp`): with one mini-batch
+the only update runs at theta_old, so phase 3's separate forward is redundant. The update's micro-batch
+forwards (with grad) run in phase 3 instead and its outputs are taken from them, detached; phase 5 then
+computes the losses on the held graphs and backpropagates. Same losses and gradients up to float summation
+order (``tests/training/test_fold.py``), the ratio is exactly 1, the RNG stream is the same (phase 5 still
+draws its permutation; the folded forward used it, peeked before the credit phase). The price is memory: all
+micro-batch graphs are held until the token weights exist. Phase times then read: ``old_logp`` = the update's
+forward (and the reference model's), ``update`` = losses, backward and optimizer step.
+
 Departures from the papers' full-scale recipes (written down, not hidden):
   - one epoch over each rollout batch (on-policy: ratio = 1 at the first mini-batch), as DelTA/DAPO;
   - dynamic sampling drops zero-variance groups without re-sampling to refill the batch (the loop
@@ -104,7 +113,7 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
                     use_cache=kv_out is not None)
         logits = out.logits
         if kv_out is not None:
-            kv_out.append(cache_layers(out))
+            kv_out.append(cache_layers(out, detach=True))
     finally:
         if handle is not None:
             handle.remove()
@@ -112,9 +121,10 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
     logits = logits[:, p - 1 : -1].float()  # [B, R, V]: position p-1+j predicts response token j
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
-    if sum_pi_sq_out is not None:
-        sum_pi_sq_out.append(logp_all.mul(2.0).exp().sum(-1))  # [B, R] sum_v pi_v^2
+    with torch.no_grad():  # statistics of theta_old: no graph, also when the forward is the update's
+        entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+        if sum_pi_sq_out is not None:
+            sum_pi_sq_out.append(logp_all.mul(2.0).exp().sum(-1))  # [B, R] sum_v pi_v^2
     hidden = captured["h"][:, p - 1 : -1] if capture_hidden else None  # [B, R, H]
     return logp, entropy, hidden
 
@@ -208,14 +218,51 @@ def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[tor
 
 
 class OldForward(NamedTuple):
-    """Phase 3's outputs at theta_old."""
+    """Phase 3's outputs at theta_old (detached)."""
 
     old_logp: torch.Tensor  # [B, R]
     entropy: torch.Tensor  # [B, R]
     hidden: torch.Tensor | None  # [B, R, H] LM-head input, if capture_hidden
     ref_logp: torch.Tensor | None  # [B, R] under the reference model, if any
-    kv: SourceCache | None  # (old_logp, keys/values per micro-batch slice), if keep_kv and the cache is plain
+    kv: SourceCache | None  # (old_logp, keys/values per micro-batch of rows), if keep_kv and the cache is plain
     sum_pi_sq: torch.Tensor | None = None  # [B, R] sum_v pi_old(v)^2, if sum_pi_sq
+
+
+class HeldForward(NamedTuple):
+    """The update's forward when phase 3 is folded into it (:func:`update_forward`)."""
+
+    order: torch.Tensor  # [B] the update's row order: its micro-batches are consecutive slices of it
+    logps: list[torch.Tensor]  # per micro-batch, log-probs [m, R] with their autograd graphs, in order
+
+
+def _forward_groups(model, ro: Rollout, groups: list[torch.Tensor], *, grad: bool, capture_hidden: bool,
+                    ref_model, keep_kv: bool, sum_pi_sq: bool) -> tuple[OldForward, list[torch.Tensor]]:
+    """:func:`forward_logp` over groups of rows (micro-batches): the detached outputs in batch order and,
+    per group, the log-probs as computed (with their graphs if ``grad``)."""
+    olds, ents, hids, refs, kvs, sq = [], [], [], [], [], []
+    for rows in groups:
+        args = (ro.prompt_ids[rows], ro.prompt_mask[rows], ro.response_ids[rows], ro.response_mask[rows])
+        with torch.set_grad_enabled(grad):
+            lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True,
+                                        kv_out=kvs if keep_kv else None, sum_pi_sq_out=sq if sum_pi_sq else None)
+        olds.append(lp), ents.append(ent), hids.append(hid)
+        if ref_model is not None:
+            with torch.no_grad():
+                refs.append(forward_logp(ref_model, *args)[0])
+    where = torch.cat(groups)
+
+    def batch_order(parts: list[torch.Tensor]) -> torch.Tensor | None:
+        if not parts:
+            return None
+        stacked = torch.cat([t.detach() for t in parts])
+        out = torch.empty_like(stacked)
+        out[where] = stacked
+        return out
+
+    old_logp = batch_order(olds)
+    kv = (old_logp, list(zip(groups, kvs))) if keep_kv and all(k is not None for k in kvs) else None
+    return OldForward(old_logp, batch_order(ents), batch_order(hids) if capture_hidden else None,
+                      batch_order(refs), kv, batch_order(sq)), olds
 
 
 def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bool, ref_model=None,
@@ -224,20 +271,50 @@ def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bo
     CF's prefix-cached re-scoring (``scoring.edited_logp(source=...)``), which then runs no forward of
     the unedited batch itself."""
     model.eval()
-    olds, ents, hids, refs, kvs, sq = [], [], [], [], [], []
-    slices = list(chunked(ro.response_ids.shape[0], micro_batch_size))
-    with torch.no_grad():
-        for s in slices:
-            args = (ro.prompt_ids[s], ro.prompt_mask[s], ro.response_ids[s], ro.response_mask[s])
-            lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True,
-                                        kv_out=kvs if keep_kv else None, sum_pi_sq_out=sq if sum_pi_sq else None)
-            olds.append(lp), ents.append(ent), hids.append(hid)
-            if ref_model is not None:
-                refs.append(forward_logp(ref_model, *args)[0])
-    old_logp = torch.cat(olds)
-    kv = (old_logp, list(zip(slices, kvs))) if keep_kv and all(k is not None for k in kvs) else None
-    return OldForward(old_logp, torch.cat(ents), torch.cat(hids) if capture_hidden else None,
-                      torch.cat(refs) if refs else None, kv, torch.cat(sq) if sq else None)
+    groups = [torch.arange(s.start, s.stop) for s in chunked(ro.response_ids.shape[0], micro_batch_size)]
+    return _forward_groups(model, ro, groups, grad=False, capture_hidden=capture_hidden, ref_model=ref_model,
+                           keep_kv=keep_kv, sum_pi_sq=sum_pi_sq)[0]
+
+
+def update_forward(model, ro: Rollout, order: torch.Tensor, micro_batch_size: int, *, capture_hidden: bool,
+                   ref_model=None, keep_kv: bool = False, sum_pi_sq: bool = False) -> tuple[OldForward, HeldForward]:
+    """Phase 3 folded into phase 5 (``rl.fold_old_logp``, one mini-batch): the update's micro-batch forwards
+    (train mode, with grad) run first, at theta_old, and phase 3's outputs are taken from them, detached
+    (old_logp = logp.detach(), entropy, DelTA's h, OTB's sum pi^2, CF's keys/values). The graphs are held
+    until the credit phase has the weights: the memory of the whole batch's activations at once (the
+    two-forward path holds one micro-batch's). The reference model's forward stays a separate no-grad one."""
+    model.train()
+    groups = [order[s] for s in chunked(len(order), micro_batch_size)]
+    old, logps = _forward_groups(model, ro, groups, grad=True, capture_hidden=capture_hidden, ref_model=ref_model,
+                                 keep_kv=keep_kv, sum_pi_sq=sum_pi_sq)
+    return old, HeldForward(order, logps)
+
+
+def has_dropout(model) -> bool:
+    """True if the model's train- and eval-mode forwards can differ (a dropout module or config rate > 0)."""
+    config = getattr(model, "config", None)
+    items = config.to_dict().items() if config is not None else ()
+    rates = [v for k, v in items if "dropout" in k and isinstance(v, (int, float))]
+    return any(r > 0 for r in rates) or any(
+        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
+
+
+def folds_old_logp(rl: RLConfig, preset: Preset, model) -> bool:
+    """Whether phase 3 is the update's own forward (:func:`update_forward`): ``rl.fold_old_logp`` with one
+    mini-batch (the only update runs at theta_old, so its forward is phase 3's), a loss that does not
+    depend on the micro-batch partition (not verl's per-micro-batch normaliser: the folded forward fixes
+    the partition before the credit phase draws from the generator) and no dropout (phase 3 runs in eval
+    mode, the update in train mode)."""
+    return (rl.fold_old_logp and rl.mini_batches == 1 and preset.token_mean_normaliser != "micro_batch"
+            and not has_dropout(model))
+
+
+def peek_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
+    """``torch.randperm(n, generator=generator)`` without advancing ``generator``: the update's order as
+    phase 5 draws it, unless the credit phase draws from the generator first (random-weight controls)."""
+    twin = torch.Generator(device=generator.device)
+    twin.set_state(generator.get_state())
+    return torch.randperm(n, generator=twin)
 
 
 def token_advantages(preset: Preset, credit: CreditBatch) -> torch.Tensor:
@@ -340,10 +417,14 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             correct, lengths = ro.correct, response_mask.sum(-1)
             rewards, advantages, loss_mask = shape_rewards(preset, ro, rl.max_new_tokens)
         # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
-        with timer("old_logp"):
-            old = old_forward(model, ro, rl.micro_batch_size,
-                              capture_hidden=preset.needs_hidden or cfg.fidelity.grad_snr,  # gradsnr reads h
-                              ref_model=ref_model, keep_kv=preset.needs_kv, sum_pi_sq=preset.needs_sum_pi_sq)
+        with timer("old_logp"):  # folded: the update's forward with grad (module docstring)
+            needs = dict(capture_hidden=preset.needs_hidden or cfg.fidelity.grad_snr,  # gradsnr reads h
+                         ref_model=ref_model, keep_kv=preset.needs_kv, sum_pi_sq=preset.needs_sum_pi_sq)
+            if folds_old_logp(rl, preset, model):
+                order = peek_randperm(response_ids.shape[0], generator)
+                old, held = update_forward(model, ro, order, rl.micro_batch_size, **needs)
+            else:
+                old, held = old_forward(model, ro, rl.micro_batch_size, **needs), None
             old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
@@ -364,7 +445,9 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         # ---- 5. update ------------------------------------------------------------------------------
         with timer("update"):
             model.train()
-            order = torch.randperm(response_ids.shape[0], generator=generator)
+            order = torch.randperm(response_ids.shape[0], generator=generator)  # drawn in both paths: same RNG
+            if held is not None:  # folded: the micro-batches the forward already ran, in its (peeked) order
+                order = held.order
             stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
             mini_slices = list(chunked(len(order), -(-len(order) // rl.mini_batches)))
             for mb in mini_slices:
@@ -378,7 +461,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                         preset.token_mean_normaliser, batch_tokens=float(loss_mask.sum()),
                         mini_batch_tokens=float(loss_mask[idx_mb].sum()), micro_batch_tokens=float(loss_mask[i].sum()),
                         mini_batches=len(mini_slices), micro_batches=len(micro_slices))
-                    logp, _, _ = forward_logp(model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])
+                    logp = held.logps.pop(0) if held is not None else forward_logp(
+                        model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])[0]
                     per_token, kl = losses.per_token_loss(
                         logp, old_logp[i], loss_adv[i], weights[i], **preset.loss_kwargs(),
                         ref_logp=None if ref_logp is None else ref_logp[i])

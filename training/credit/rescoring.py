@@ -22,6 +22,7 @@ windows, custom caches) are scored by full forwards (``full_logp_fn``) with the 
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from typing import Callable
 
 import torch
@@ -84,18 +85,21 @@ def _plain_cache(cache: object) -> bool:
 
 
 Layers = list[tuple[Tensor, Tensor]]  # per decoder layer: keys, values [n, kv_heads, T, head_dim]
-# the unedited batch's log-probs [B, R] and, per micro-batch slice of its rows, the keys/values of all
-# P + R positions: what the loop's old-log-prob forward computed (training.rl.old_forward, keep_kv=True)
-SourceCache = tuple[Tensor, list[tuple[slice, Layers]]]
+# the unedited batch's log-probs [B, R] and, per micro-batch (its batch rows [m], in order), the keys/values of
+# all P + R positions: what the loop's old-log-prob forward computed (training.rl.old_forward / update_forward)
+SourceCache = tuple[Tensor, list[tuple[Tensor, Layers]]]
 
 
-def cache_layers(output: object) -> Layers | None:
-    """Keys/values of a forward's output (``use_cache=True``), or None if not a plain full-attention cache."""
+def cache_layers(output: object, *, detach: bool = False) -> Layers | None:
+    """Keys/values of a forward's output (``use_cache=True``), or None if not a plain full-attention cache.
+    ``detach``: cut them from the forward's graph (taken from the update's forward, ``rl.update_forward``)."""
     cache = getattr(output, "cache", None)  # transformers >= 5.24 ("past_key_values" warns there)
     if cache is None:
         cache = getattr(output, "past_key_values", None)
     if not _plain_cache(cache):
         return None
+    if detach:
+        return [(layer.keys.detach(), layer.values.detach()) for layer in cache.layers]
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
@@ -148,6 +152,7 @@ def edited_logp(
     source: SourceCache | None = None,
     score_from: Tensor | None = None,
     split_overhead: int = SPLIT_OVERHEAD_TOKENS,
+    share_stems: bool = True,
 ) -> Tensor:
     """Log-probs [n, R] of edited responses under ``model``, reusing the prompt's and the source's caches.
 
@@ -162,7 +167,8 @@ def edited_logp(
     ``score_from``: [n] first response position whose log-prob the caller reads (CF: the answer tokens);
     the LM head and log-softmax then run only from there (positions in [first_edit, score_from) stay 0),
     the transformer layers still run from the first edit. Same numbers at the read positions.
-    ``split_overhead``: :func:`length_groups` (speed only).
+    ``split_overhead``: :func:`length_groups`, :func:`cut_groups` (speed only). ``share_stems``: rows that
+    agree after their edit share those positions' computation (:func:`shared_stems`; with ``score_from``).
     """
     n, R = edited_ids.shape
     out = torch.zeros(n, R, dtype=torch.float32, device=edited_ids.device)  # [n, R]
@@ -174,7 +180,7 @@ def edited_logp(
     if source is not None:
         logp_all, chunks = source
         src_logp = {b: logp_all[b].float() for b in sources}
-        src_kv = {b: (b - sl.start, kv) for sl, kv in chunks for b in range(sl.start, sl.stop)}
+        src_kv = {b: (j, kv) for group, kv in chunks for j, b in enumerate(group.tolist())}
     else:
         try:
             src_logp, src_kv = _source_passes(model, prompt_ids, prompt_mask, response_ids, attention, n_valid,
@@ -184,31 +190,100 @@ def edited_logp(
                 raise ValueError("edited_logp: the model's cache cannot be cropped and shared; "
                                  "pass full_logp_fn") from None
             return full_logp_fn(prompt_ids[rows], prompt_mask[rows], edited_ids, response_mask[rows])
-    # 3. edited rows, bucketed by first edited position c: queries from P + c - 1 (unchanged, it
-    # predicts position c) on top of the source's keys/values of [0, P + c - 1)
+    # 3. edited rows from their first edited position c: queries from P + c - 1 (unchanged, it predicts
+    # position c) on top of the source's keys/values of [0, P + c - 1)
     P = prompt_ids.shape[1]
     for i in range(n):
         c = int(first_edit[i])
         out[i, :c] = src_logp[int(rows[i])][:c]
-    for c in sorted(set(first_edit.tolist())):
-        if c >= R:
-            continue
-        bucket = torch.nonzero(first_edit == c).flatten()
-        bucket = bucket[torch.argsort(n_valid[rows[bucket]], stable=True)]  # by response length
-        for group in length_groups(n_valid[rows[bucket]].tolist(), c, split_overhead):
-            for sl in chunked(group.stop - group.start, micro_batch_size):
-                sel = bucket[group][sl]  # [m]
-                src = rows[sel]
-                L = int(n_valid[src].max())  # positions past every row's last valid token stay 0 (never scored)
-                if c >= L:
-                    continue
-                ids = torch.cat([prompt_ids[src], edited_ids[sel, :L]], dim=1)  # [m, P+L]
-                past = _gather(src_kv, src.tolist(), P + c - 1)
-                s0 = c if score_from is None else min(max(int(score_from[sel].min()), c), L - 1)  # first read
-                logits, _ = _run(model, ids, attention[src, : P + L], P + c - 1, past, want_cache=False,
-                                 keep_last=L - s0 if s0 > c else 0)
-                out[sel, s0:L] = _token_logp(logits, edited_ids[sel, s0:L])  # [m, L - s0]
+    ids = torch.cat([prompt_ids[rows], edited_ids], dim=1)  # [n, P+R]
+    lengths = n_valid[rows].tolist()
+    cuts = first_edit.tolist()
+    reads = None if score_from is None else score_from.tolist()
+    todo = [i for i in range(n) if cuts[i] < min(R, lengths[i])]
+    follow = shared_stems(ids, attention[rows], P, cuts, lengths, reads, todo) if share_stems else {}
+    run = partial(_score_edits, model, ids, attention[rows], lengths, reads, out, P=P,
+                  micro_batch_size=micro_batch_size, overhead=split_overhead)
+    kept = run([i for i in todo if i not in follow], cuts, {i: src_kv[int(rows[i])] for i in todo},
+               keep={lead for lead, _ in follow.values()})
+    # 4. rows that share a stem with a lead row: from the stem's end on, over the lead's keys/values
+    run(list(follow), {i: c for i, (_, c) in follow.items()}, {i: kept[lead] for i, (lead, _) in follow.items()})
     return out
+
+
+def shared_stems(ids: Tensor, attention: Tensor, P: int, cuts: list[int], lengths: list[int],
+                 reads: list[int] | None, rows: list[int]) -> dict[int, tuple[int, int]]:
+    """Edited rows whose tokens after their first edit begin like another's: ``{follower: (lead, cut)}``.
+
+    Rows with the same first edit c, prompt and tokens before c (CF: a group's samples that agree up to a
+    span and mask it) compute identical keys/values for as long as their tokens agree. The first such row
+    (the lead) runs in full; a follower then runs only from the end of its common prefix with the lead,
+    ``cut``, on the lead's keys/values (the logits it reads, from ``reads[i]`` on, stay its own: cut <=
+    reads[i]). Only with ``reads`` (else the follower's positions [c, cut) would be read)."""
+    if reads is None:
+        return {}
+    classes: dict[tuple, int] = {}
+    follow: dict[int, tuple[int, int]] = {}
+    for i in rows:
+        c = cuts[i]
+        key = (c, tuple(ids[i, : P + c].tolist()), tuple(attention[i, :P].tolist()))
+        lead = classes.setdefault(key, i)
+        if lead == i:
+            continue
+        stop = min(lengths[i], lengths[lead], reads[i])
+        same = (ids[i, P + c : P + stop] == ids[lead, P + c : P + stop]).long().cumprod(0)
+        cut = c + int(same.sum())
+        if cut > c:
+            follow[i] = (lead, cut)
+    return follow
+
+
+def cut_groups(cuts: list[int], overhead: int = SPLIT_OVERHEAD_TOKENS) -> list[slice]:
+    """Split rows sorted by ascending cut (first position to compute) into consecutive groups, each run
+    from its smallest cut (a row with a later cut recomputes its unchanged positions in between, the same
+    keys/values): the partition minimising recomputed positions plus ``overhead`` per group."""
+    n = len(cuts)
+    if n == 0:
+        return []
+    bounds = [0] + [i for i in range(1, n) if cuts[i] != cuts[i - 1]] + [n]
+    best = {0: (0, -1)}
+    for j in range(1, len(bounds)):
+        best[j] = min((best[i][0] + sum(cuts[k] - cuts[bounds[i]] for k in range(bounds[i], bounds[j])) + overhead, i)
+                      for i in range(j))
+    out, j = [], len(bounds) - 1
+    while j > 0:
+        i = best[j][1]
+        out.append(slice(bounds[i], bounds[j]))
+        j = i
+    return out[::-1]
+
+
+def _score_edits(model: torch.nn.Module, ids: Tensor, attention: Tensor, lengths: list[int],
+                 reads: list[int] | None, out: Tensor, members: list[int], cuts: dict[int, int] | list[int],
+                 past_of: dict[int, tuple[int, Layers]], *, P: int, micro_batch_size: int, overhead: int,
+                 keep: set[int] = frozenset()) -> dict[int, tuple[int, Layers]]:
+    """Log-probs of edited rows ``members`` (rows of ``ids`` [n, P+R], valid lengths ``lengths``) from
+    response position ``cuts[i]`` on, over ``past_of[i]`` (keys/values of at least [0, P + cut - 1)), into
+    ``out`` from ``reads[i]`` on; returns the keys/values of the rows in ``keep``. Rows are grouped by cut
+    (:func:`cut_groups`), then by length (:func:`length_groups`), then micro-batched."""
+    kept: dict[int, tuple[int, Layers]] = {}
+    members = sorted(members, key=lambda i: cuts[i])
+    for cg in cut_groups([cuts[i] for i in members], overhead):
+        c = cuts[members[cg.start]]  # the group's first position; later cuts recompute [c, cut) unchanged
+        group = sorted(members[cg], key=lambda i: lengths[i])
+        for lg in length_groups([lengths[i] for i in group], c, overhead):
+            for sl in chunked(lg.stop - lg.start, micro_batch_size):
+                sel = group[lg][sl]
+                L = max(lengths[i] for i in sel)  # positions past every row's last valid token stay 0
+                idx = torch.tensor(sel)
+                want = any(i in keep for i in sel)
+                s0 = c if reads is None else min(max(min(reads[i] for i in sel), c), L - 1)  # first read
+                logits, kv = _run(model, ids[idx, : P + L], attention[idx, : P + L], P + c - 1,
+                                  _gather(past_of, sel, P + c - 1), want_cache=want, keep_last=L - s0 if s0 > c else 0)
+                out[idx, s0:L] = _token_logp(logits, ids[idx, P + s0 : P + L])  # [m, L - s0]
+                if want:
+                    kept.update({i: (j, kv) for j, i in enumerate(sel) if i in keep})
+    return kept
 
 
 def _source_passes(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, response_ids: Tensor,

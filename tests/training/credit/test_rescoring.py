@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from training.credit.rescoring import edited_logp, length_groups
+from training.credit.rescoring import cut_groups, edited_logp, length_groups
 from training.presets import PRESETS
 from training.rl import forward_logp
 
@@ -135,6 +135,53 @@ def test_length_groups_split_where_padding_costs_more_than_a_forward():
     assert length_groups(lengths, 7, overhead=0) == [slice(0, 38), slice(38, 68), slice(68, 70)]
     assert length_groups(lengths, 7, overhead=10**9) == [slice(0, 70)]
     assert length_groups([5, 5], 9) == [slice(0, 2)] and length_groups([], 0) == []
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("micro", [2, 128])
+def test_shared_stems_equal_full_forwards_with_fewer_query_tokens(arch, micro):
+    """A group's samples that agree up to and past a masked span share that stem: a follower runs only from
+    where it leaves its lead, on the lead's keys/values. Same log-probs at the read positions."""
+    model = tiny(arch)
+    p_ids, p_mask, r_ids, r_mask = batch(R=9)
+    p_ids[1:3], p_mask[1:3] = p_ids[0], p_mask[0]  # rows 0-2: one prompt (a group), 4-5 tokens in common
+    r_ids[1, :5], r_ids[2, :4] = r_ids[0, :5], r_ids[0, :4]
+    r_mask[1:3] = 1.0
+    spec = [(0, 1, 3, 6), (1, 1, 3, 7), (2, 1, 3, 5), (0, 4, 6, 7), (1, 4, 6, 8), (3, 0, 2, 3), (4, 0, 3, 7)]
+    rows = torch.tensor([b for b, *_ in spec])
+    edited = r_ids[rows].clone()
+    first = torch.tensor([s for _, s, _, _ in spec])
+    score_from = torch.tensor([f for *_, f in spec])
+    for i, (_, s, e, _) in enumerate(spec):
+        edited[i, s:e] = 0
+    tokens: list[int] = []
+    hook = model.register_forward_pre_hook(lambda _m, _a, kw: tokens.append(kw["input_ids"].numel()),
+                                           with_kwargs=True)
+
+    def run(share: bool) -> tuple[torch.Tensor, int]:
+        tokens.clear()
+        got = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro,
+                          score_from=score_from, share_stems=share, split_overhead=0)
+        return got, sum(tokens)
+
+    try:
+        shared, n_shared = run(True)
+        alone, n_alone = run(False)
+    finally:
+        hook.remove()
+    read = (torch.arange(r_ids.shape[1])[None] >= score_from[:, None]) & (r_mask[rows] > 0)
+    torch.testing.assert_close(shared[read], alone[read], atol=1e-6, rtol=0)
+    want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
+    torch.testing.assert_close(shared[read], want[read], atol=2e-5, rtol=0)
+    assert n_shared < n_alone
+
+
+def test_cut_groups_merge_cuts_where_a_forward_costs_more_than_recomputing():
+    cuts = [0] * 30 + [1] * 2 + [14] * 20
+    assert cut_groups(cuts, overhead=128) == [slice(0, 32), slice(32, 52)]  # 2 rows recompute 1 position
+    assert cut_groups(cuts, overhead=0) == [slice(0, 30), slice(30, 32), slice(32, 52)]
+    assert cut_groups(cuts, overhead=10**9) == [slice(0, 52)]
+    assert cut_groups([]) == []
 
 
 def test_no_rows_returns_empty():
