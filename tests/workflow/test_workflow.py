@@ -211,10 +211,11 @@ def rebuilt(root):
 
 
 @pytest.fixture(scope="module")
-def reference_here(rebuilt) -> Path:
+def reference_here(request) -> Path:
     """The committed reference on its recording machine, else the rebuilt tables (same tolerances)."""
     if not machine_differs():
         return REFERENCE
+    rebuilt = request.getfixturevalue("rebuilt")
     ref = rebuilt.parent / "reference_here"
     shutil.copytree(rebuilt, ref)
     shutil.copy(REFERENCE / "tolerances.yaml", ref)
