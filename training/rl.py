@@ -440,7 +440,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
                 loss_adv = token_advantages(preset, credit)  # [B] or, for OTB / KTAE, [B, R]
             del old, credit  # free the kept keys/values before the update
-            diag = step_gradient_snr(preset, hidden, model.get_output_embeddings().weight, response_ids, advantages,
+            diag = step_gradient_snr(preset, hidden, model.get_output_embeddings().weight, response_ids, loss_adv,
                                      weights, loss_mask, group_ids, rl.max_new_tokens) if cfg.fidelity.grad_snr else {}
         # ---- 5. update ------------------------------------------------------------------------------
         with timer("update"):

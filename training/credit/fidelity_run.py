@@ -49,6 +49,7 @@ from training.rl import (
     sample_prompts,
     sample_rollout,
     shape_rewards,
+    token_advantages,
     verifiable_reward,
 )
 
@@ -57,10 +58,12 @@ RewardFn = Callable[..., float]
 
 def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: Config,
                   generator_seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(advantages [B], loss mask [B, R], effective credit [B, R]) of ``preset`` on ``ro``: phases 2b-4."""
+    """(advantages [B], loss mask [B, R], effective credit [B, R]) of ``preset`` on ``ro``: phases 2b-4, with the
+    loss's own advantage (token-level for OTB / KTAE, ``training.rl.token_advantages``)."""
     micro, max_len = cfg.rl.micro_batch_size, cfg.rl.max_new_tokens
-    _, adv, mask = shape_rewards(preset, ro, max_len)
-    old = old_forward(model, ro, micro, capture_hidden=preset.needs_hidden, keep_kv=preset.needs_kv)
+    rewards, adv, mask = shape_rewards(preset, ro, max_len)
+    old = old_forward(model, ro, micro, capture_hidden=preset.needs_hidden, keep_kv=preset.needs_kv,
+                      sum_pi_sq=preset.needs_sum_pi_sq)
     logp_fn = make_logp_fn(model, micro)
     batch = CreditBatch(
         prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids, response_mask=mask,
@@ -68,10 +71,12 @@ def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: 
         pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
         generator=torch.Generator().manual_seed(generator_seed),  # random controls
         edit_logp_fn=make_edit_logp_fn(model, ro, micro, full_logp_fn=logp_fn, source=old.kv),
+        rewards=rewards, sum_pi_sq=old.sum_pi_sq,
     )
     with torch.no_grad():
         weights = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
-    return adv, mask, effective_credit(preset, adv, weights, mask, max_len)
+        loss_adv = token_advantages(preset, batch)
+    return adv, mask, effective_credit(preset, loss_adv, weights, mask, max_len)
 
 
 def exact_importance(ro: Rollout, tokenizer: Any,

@@ -53,7 +53,8 @@ def snr_of(grads: torch.Tensor) -> dict[str, float | None]:
 def step_gradient_snr(preset, hidden: torch.Tensor, head_weight: torch.Tensor, response_ids: torch.Tensor,
                       advantages: torch.Tensor, weights: torch.Tensor, loss_mask: torch.Tensor,
                       group_ids: torch.Tensor, max_len: int) -> dict[str, float | None]:
-    """The metrics.jsonl fields of one RL step (called by ``training.rl`` after phase 4)."""
+    """The metrics.jsonl fields of one RL step (called by ``training.rl`` after phase 4); ``advantages`` is the
+    loss's own: [B], or [B, R] for token-level advantages (OTB, KTAE)."""
     with torch.no_grad():
         credit = effective_credit(preset, advantages, weights, loss_mask, max_len)
         return snr_of(head_group_gradients(hidden, head_weight, response_ids, credit, group_ids))

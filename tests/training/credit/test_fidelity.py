@@ -471,3 +471,19 @@ def test_run_writes_tables_figure_and_records(tiny_env, tmp_path) -> None:
     assert sum(r["truth"] == "exact" for r in recs) == 3 * n and sum(r["truth"] == "mc" for r in recs) == 2
     snr = (out / "gradient_snr.md").read_text()
     assert "| dapo | 1 | 1 | 2 ± – | 2 | 0.5 |" in snr
+
+
+def test_token_level_advantages_reach_the_credit(tiny_env, tmp_path) -> None:
+    """OTB and KTAE replace A_i by A_{i,t}: their credit varies within a response (rho defined and non-zero),
+    where a sequence-level preset's is constant (rho 0), as in the loss the RL loop minimises."""
+    from training.credit import fidelity_run
+
+    cfg = config_from_dict(dict(tiny_env["cfg"].raw, rl={**tiny_env["cfg"].raw["rl"], "max_new_tokens": 96},
+                                fidelity={"bootstrap": 20}))
+    model = str(tiny_env["model"])
+    rows = [(f"{p}@sft", p, model, 1) for p in ("dapo", "otb", "ktae")]
+    table = fidelity_run.run(cfg, rows, train_path=tiny_env["train"], out_dir=tmp_path / "out", metrics=[],
+                             sampler=known_sampler(read_jsonl(tiny_env["train"])))
+    rho = {r["label"]: r["rho"] for r in table}
+    assert rho["dapo@sft"] == 0.0
+    assert rho["otb@sft"] != 0.0 and rho["ktae@sft"] != 0.0, rho
