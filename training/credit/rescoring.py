@@ -54,18 +54,23 @@ def length_groups(lengths: list[int], start: int, overhead: int = SPLIT_OVERHEAD
     """Split rows sorted by ascending length into consecutive groups, each run as one forward of
     ``(its longest length - start)`` query positions per row: the partition minimising padded query tokens
     plus ``overhead`` per group (dynamic programming over the boundaries where the length changes)."""
-    n = len(lengths)
+    return _best_partition(lengths, lambda a, b: (b - a) * max(lengths[b - 1] - start, 0), overhead)
+
+
+def _best_partition(keys: list[int], cost: Callable[[int, int], int], overhead: int) -> list[slice]:
+    """Consecutive groups of rows sorted by ``keys``, cut only where the key changes, minimising the sum of
+    ``cost(first row, end row)`` plus ``overhead`` per group (dynamic programming over those boundaries)."""
+    n = len(keys)
     if n == 0:
         return []
-    cuts = [0] + [i for i in range(1, n) if lengths[i] != lengths[i - 1]] + [n]
-    best = {0: (0, -1)}  # cut index -> (cost, previous cut index)
-    for j in range(1, len(cuts)):
-        best[j] = min((best[i][0] + (cuts[j] - cuts[i]) * max(lengths[cuts[j] - 1] - start, 0) + overhead, i)
-                      for i in range(j))
-    out, j = [], len(cuts) - 1
+    bounds = [0] + [i for i in range(1, n) if keys[i] != keys[i - 1]] + [n]
+    best = {0: (0, -1)}  # boundary index -> (cost, previous boundary index)
+    for j in range(1, len(bounds)):
+        best[j] = min((best[i][0] + cost(bounds[i], bounds[j]) + overhead, i) for i in range(j))
+    out, j = [], len(bounds) - 1
     while j > 0:
         i = best[j][1]
-        out.append(slice(cuts[i], cuts[j]))
+        out.append(slice(bounds[i], bounds[j]))
         j = i
     return out[::-1]
 
@@ -242,20 +247,7 @@ def cut_groups(cuts: list[int], overhead: int = SPLIT_OVERHEAD_TOKENS) -> list[s
     """Split rows sorted by ascending cut (first position to compute) into consecutive groups, each run
     from its smallest cut (a row with a later cut recomputes its unchanged positions in between, the same
     keys/values): the partition minimising recomputed positions plus ``overhead`` per group."""
-    n = len(cuts)
-    if n == 0:
-        return []
-    bounds = [0] + [i for i in range(1, n) if cuts[i] != cuts[i - 1]] + [n]
-    best = {0: (0, -1)}
-    for j in range(1, len(bounds)):
-        best[j] = min((best[i][0] + sum(cuts[k] - cuts[bounds[i]] for k in range(bounds[i], bounds[j])) + overhead, i)
-                      for i in range(j))
-    out, j = [], len(bounds) - 1
-    while j > 0:
-        i = best[j][1]
-        out.append(slice(bounds[i], bounds[j]))
-        j = i
-    return out[::-1]
+    return _best_partition(cuts, lambda a, b: sum(cuts[k] - cuts[a] for k in range(a, b)), overhead)
 
 
 def _score_edits(model: torch.nn.Module, ids: Tensor, attention: Tensor, lengths: list[int],

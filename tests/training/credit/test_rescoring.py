@@ -35,6 +35,16 @@ def batch(B: int = 5, P: int = 6, R: int = 9):
     return prompt_ids, prompt_mask, response_ids, response_mask
 
 
+def masked(r_ids: torch.Tensor, spec: list[tuple[int, ...]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(source rows, edited responses, first edited positions) of ``spec`` rows (source, start, end, ...):
+    tokens [start, end) set to the pad id 0, as CF masks."""
+    rows = torch.tensor([r[0] for r in spec])
+    edited = r_ids[rows].clone()
+    for i, (_, s, e, *_) in enumerate(spec):
+        edited[i, s:e] = 0
+    return rows, edited, torch.tensor([r[1] for r in spec])
+
+
 @pytest.mark.parametrize("arch", ["qwen3", "llama"])
 @pytest.mark.parametrize("micro", [1, 3, 128])
 @pytest.mark.parametrize("split", [0, 10**9])  # every length its own forward / one forward per bucket
@@ -43,11 +53,7 @@ def test_prefix_cached_edits_equal_full_forwards(arch, micro, split):
     p_ids, p_mask, r_ids, r_mask = batch()
     # rows: unedited (start R), edits at the first position, mid-response, last token; repeated sources
     spec = [(0, 9, 9), (0, 0, 3), (0, 4, 6), (1, 2, 5), (1, 6, 7), (2, 8, 9), (3, 1, 3), (4, 0, 8), (4, 5, 6)]
-    rows = torch.tensor([b for b, _, _ in spec])
-    edited = r_ids[rows].clone()
-    first = torch.tensor([s for _, s, _ in spec])
-    for i, (_, s, e) in enumerate(spec):
-        edited[i, s:e] = 0  # pad token, as CF masks
+    rows, edited, first = masked(r_ids, spec)
     got = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first, micro_batch_size=micro,
                       split_overhead=split)
     want = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
@@ -67,11 +73,7 @@ def test_the_old_forwards_keys_and_values_replace_the_source_passes(micro):
     model = tiny("qwen3")
     p_ids, p_mask, r_ids, r_mask = batch()
     spec = [(0, 9, 9), (0, 0, 3), (0, 4, 6), (1, 2, 5), (2, 8, 9), (3, 1, 3), (4, 0, 8), (4, 5, 6)]
-    rows = torch.tensor([b for b, _, _ in spec])
-    edited = r_ids[rows].clone()
-    first = torch.tensor([s for _, s, _ in spec])
-    for i, (_, s, e) in enumerate(spec):
-        edited[i, s:e] = 0
+    rows, edited, first = masked(r_ids, spec)
     ro = Rollout(step=0, prompt_ids=p_ids, prompt_mask=p_mask, response_ids=r_ids, response_mask=r_mask,
                  truncated=torch.zeros(5, dtype=torch.bool), group_ids=torch.zeros(5, dtype=torch.long),
                  golds=("",) * 5)
@@ -106,12 +108,8 @@ def test_score_from_computes_logits_only_where_read(arch, micro):
     model = tiny(arch)
     p_ids, p_mask, r_ids, r_mask = batch()
     spec = [(0, 0, 3, 6), (0, 4, 6, 7), (1, 2, 5, 5), (3, 1, 3, 2), (4, 0, 8, 8), (4, 5, 6, 7), (2, 8, 9, 9)]
-    rows = torch.tensor([b for b, *_ in spec])
-    edited = r_ids[rows].clone()
-    first = torch.tensor([s for _, s, _, _ in spec])
+    rows, edited, first = masked(r_ids, spec)
     score_from = torch.tensor([f for *_, f in spec])
-    for i, (_, s, e, _) in enumerate(spec):
-        edited[i, s:e] = 0
     shapes: list[int] = []
     head = model.get_output_embeddings().register_forward_hook(lambda _m, _a, out: shapes.append(out.shape[1]))
     try:
@@ -148,12 +146,8 @@ def test_shared_stems_equal_full_forwards_with_fewer_query_tokens(arch, micro):
     r_ids[1, :5], r_ids[2, :4] = r_ids[0, :5], r_ids[0, :4]
     r_mask[1:3] = 1.0
     spec = [(0, 1, 3, 6), (1, 1, 3, 7), (2, 1, 3, 5), (0, 4, 6, 7), (1, 4, 6, 8), (3, 0, 2, 3), (4, 0, 3, 7)]
-    rows = torch.tensor([b for b, *_ in spec])
-    edited = r_ids[rows].clone()
-    first = torch.tensor([s for _, s, _, _ in spec])
+    rows, edited, first = masked(r_ids, spec)
     score_from = torch.tensor([f for *_, f in spec])
-    for i, (_, s, e, _) in enumerate(spec):
-        edited[i, s:e] = 0
     tokens: list[int] = []
     hook = model.register_forward_pre_hook(lambda _m, _a, kw: tokens.append(kw["input_ids"].numel()),
                                            with_kwargs=True)
