@@ -18,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from evaluation.regress import machine_differences, machine_fingerprint
+
 REPO = Path(__file__).resolve().parents[2]
 CI_CONFIG = REPO / "config" / "experiments" / "ci.yaml"
 REFERENCE = REPO / "results" / "reference" / "ci"
@@ -223,9 +225,6 @@ def reference_here(request) -> Path:
 
 
 def machine_differs() -> bool:
-    sys.path.insert(0, str(REPO))
-    from evaluation.regress import machine_differences, machine_fingerprint
-
     return bool(machine_differences(REFERENCE, machine_fingerprint()))
 
 
