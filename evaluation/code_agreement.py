@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common.io import read_jsonl, write_jsonl_atomic, write_text_atomic
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, REPO_ROOT
 from evaluation.code_eval import _read_dataset
 
@@ -59,13 +60,14 @@ def write_table(path: str | Path, samples: Sequence[dict[str, Any]], ours: Seque
     for s, o, t in zip(samples, ours, theirs, strict=True):
         body = json.dumps({k: v for k, v in s.items() if k != "task_id"})  # ASCII: no raw tab, newline or U+2028
         lines.append("\t".join((s["task_id"], *o, *t, body)) + "\n")
-    Path(path).write_text("".join(lines), encoding="utf-8")
+    write_text_atomic(path, "".join(lines))
 
 
 def read_table(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a ``--tsv`` table: the columns, with ``sample`` decoded to a scorer sample (task_id added)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    assert tuple(lines[0].split("\t")) == COLUMNS, lines[0]
+    if tuple(lines[0].split("\t")) != COLUMNS:
+        raise ValueError(f"{path}: header {lines[0]!r} is not the --tsv columns {COLUMNS}")
     rows = [dict(zip(COLUMNS, line.split("\t"), strict=True)) for line in lines[1:] if line]
     for r in rows:
         r["sample"] = {"task_id": r["task_id"], **json.loads(r["sample"])}
@@ -134,8 +136,8 @@ def compare(argv: Sequence[str]) -> int:
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--evalplus-cache", type=Path, default=EVALPLUS_CACHE)
     a = ap.parse_args(argv)
-    samples = [json.loads(line) for line in Path(a.samples).read_text().splitlines() if line.strip()]
-    samples = [{k: v for k, v in s.items() if k in ("task_id", "solution", "completion")} for s in samples]
+    samples = [{k: v for k, v in s.items() if k in ("task_id", "solution", "completion")}
+               for s in read_jsonl(a.samples)]
     ours, t_ours = ours_verdicts(samples, parallel=a.parallel)
     theirs, t_theirs, t_proc = evalplus_verdicts(samples, parallel=a.parallel, cache=a.evalplus_cache)
     agr = agreement(ours, theirs)
@@ -181,10 +183,8 @@ def sample(argv: Sequence[str]) -> int:
     groups = engine.generate(prompts, params)
     wall = time.monotonic() - t0
     n_tok = sum(len(c.token_ids) for g in groups for c in g)
-    with open(a.out, "w") as f:
-        for p, g in zip(problems, groups):
-            for c in g:
-                f.write(json.dumps({**code_sample(p, c.text, a.template), "finish": c.finish_reason}) + "\n")
+    write_jsonl_atomic(a.out, ({**code_sample(p, c.text, a.template), "finish": c.finish_reason}
+                               for p, g in zip(problems, groups) for c in g))
     print(f"{len(problems) * a.n} samples, {n_tok} tokens in {wall:.0f} s ({n_tok / wall:.1f} tok/s)")
     return 0
 
