@@ -29,6 +29,7 @@ from evaluation.report.stats import (
     paired_test,
     problem_counts,
     seed_step_accuracy,
+    seeds_random_test,
     significant_rows,
     stratified_bootstrap_ci,
     wall_clock_at,
@@ -47,13 +48,27 @@ def _label(method: str) -> str:
     return METHOD_LABELS.get(method, method)
 
 
-def _seed_mean_problem_accuracy(by_seed: Mapping[int, EvalRecord], seeds: Sequence[int]) -> pd.Series:
-    """Per-problem accuracy averaged over samples and the given seeds (problems common to all seeds)."""
-    series = [by_seed[s].per_problem() for s in seeds if s in by_seed]
+def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
+    """[problems, seeds] per-problem accuracy (%, mean over samples), problems common to every seed."""
+    series = [by_seed[s].per_problem() for s in sorted(by_seed)]
     if not series:
-        return pd.Series(dtype=float)
-    frame = pd.concat(series, axis=1, join="inner")
-    return frame.mean(axis=1).sort_index()
+        return np.zeros((0, 0))
+    return pd.concat(series, axis=1, join="inner").sort_index().to_numpy() * 100
+
+
+def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tuple[float, float]:
+    """CI of a method's expected accuracy (%): seeds and problems random with ≥ 2 seeds (``seeds_random_test``,
+    cut to [0, 100]), else the bootstrap over problems, which is conditional on the one seed."""
+    blocks = [b for b in blocks if b.size]
+    if blocks and blocks[0].shape[1] >= 2:
+        result = seeds_random_test(blocks, alpha=opts.alpha)
+        return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
+    return stratified_bootstrap_ci([b.mean(axis=1) for b in blocks], n_boot=opts.n_boot, seed=opts.seed,
+                                   alpha=opts.alpha)
+
+
+INTERVAL_RULE = ("CI: seeds and problems random (crossed random-effects t interval, Satterthwaite df) with ≥ 2 "
+                 "seeds; with 1 seed a bootstrap over problems, conditional on that seed")
 
 
 def main_table(res: Results, opts: ReportOptions, footer: str, significance: Table | None = None) -> Table:
@@ -100,16 +115,12 @@ def accuracy_table(
             accs = [100 * r.avg_at_k for r in recs.values()]
             row[bench] = float(np.mean(accs)) if accs else math.nan
             row[f"{bench}_sd"] = _sd(accs)
-            problems = _seed_mean_problem_accuracy(recs, sorted(recs)).to_numpy() * 100
-            strata.append(problems)
-            row[f"{bench}_ci_lo"], row[f"{bench}_ci_hi"] = stratified_bootstrap_ci(
-                [problems], n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
-            )
+            block = _problem_seed_accuracy(recs)
+            strata.append(block)
+            row[f"{bench}_ci_lo"], row[f"{bench}_ci_hi"] = accuracy_interval([block], opts)
         row[AVG] = float(np.mean(per_seed_avg)) if per_seed_avg else math.nan
         row[f"{AVG}_sd"] = _sd(per_seed_avg)
-        row[f"{AVG}_ci_lo"], row[f"{AVG}_ci_hi"] = stratified_bootstrap_ci(
-            strata, n_boot=opts.n_boot, seed=opts.seed, alpha=opts.alpha
-        )
+        row[f"{AVG}_ci_lo"], row[f"{AVG}_ci_hi"] = accuracy_interval(strata, opts)
         row["n"] = int(sum(weights[b] for b in benches))
         ks = sorted({r.k for recs in by_seed.values() for r in recs.values()})
         row["k"] = ks[0] if len(ks) == 1 else "/".join(map(str, ks))
@@ -150,7 +161,7 @@ def accuracy_table(
     protocols = "" if name != "ood" else mcq_protocols(res, benches)
     caption = (
         f"{ACCURACY_TITLES.get(name, '')}{protocols}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
-        f"[{100 * (1 - opts.alpha):.0f}% bootstrap CI over problems]; {BOLD_RULE.format(_label(opts.baseline))}"
+        f"[{100 * (1 - opts.alpha):.0f}% {INTERVAL_RULE}]; {BOLD_RULE.format(_label(opts.baseline))}"
     )
     data = data.reset_index(drop=True)
     # bold needs a significant difference; the Avg of a non-main table is not the tested Avg
@@ -161,7 +172,8 @@ def accuracy_table(
     return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
 
-BOLD_RULE = "bold: the best per column where its difference to {} is significant (Holm-adjusted permutation p)"
+BOLD_RULE = ("bold: the best per column whose difference to {} holds with training seeds random after Holm "
+             "(significance table: Avg confirmatory, benchmark columns exploratory, Holm over the whole table)")
 
 
 def scorer_warnings(res: Results, benches: Sequence[str]) -> str:
@@ -191,8 +203,37 @@ def _parse_claims(claims: Sequence[tuple[str, str, float]]) -> dict[tuple[str, s
     return {(method, scope): gain for method, scope, gain in claims}
 
 
+def _paired_blocks(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]], method: str, baseline: str,
+                   seeds: Sequence[int], benches: Sequence[str]) -> dict[str, np.ndarray]:
+    """Benchmark -> [problems, seeds] per-problem accuracy differences method − baseline (pp), seeds paired by
+    id, problems common to every seed and both arms."""
+    blocks: dict[str, np.ndarray] = {}
+    for bench in benches:
+        common = [s for s in seeds if bench in final[method][s] and bench in final[baseline][s]]
+        if not common:
+            continue
+        per_seed = [final[method][s][bench].per_problem() - final[baseline][s][bench].per_problem() for s in common]
+        frame = pd.concat(per_seed, axis=1, join="outer")
+        if frame.isna().any().any():
+            log.warning("%s vs %s on %s: problem ids differ; only common problems are paired", method, baseline, bench)
+        blocks[bench] = frame.dropna().sort_index().to_numpy() * 100
+    return blocks
+
+
+FAMILY_CONFIRMATORY = "confirmatory"
+FAMILY_EXPLORATORY = "exploratory"
+
+
 def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
-    """Paired bootstrap / permutation tests of each method vs the baseline, per benchmark and Avg."""
+    """Each method vs the baseline, per benchmark and Avg, answering two questions.
+
+    *Method* (``delta_ci_*``, ``p``, ``p_holm``; what bold cells and verdicts use): training seeds and problems
+    are random, ``stats.seeds_random_test`` on the problems × seeds matrix of paired differences (needs ≥ 2
+    seeds). The family is the table: the Avg (main-table benchmarks) is the one confirmatory endpoint, Holm
+    over methods; every benchmark cell is exploratory, Holm over methods × benchmarks together.
+    *Checkpoints* (``ckpt_*``): these seeds' checkpoints on these problems, seeds fixed: paired bootstrap
+    over problems (stratified by benchmark) and sign-flip permutation p, Holm over methods per scope.
+    """
     benches = order_benchmarks(res.benchmarks, opts.benchmarks)
     final = _final_records(res)
     claims = _parse_claims(opts.claims)
@@ -209,87 +250,77 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         dropped = sorted(set(final[method]) ^ set(base))
         if dropped:
             log.warning("%s vs %s: seeds %s are not in both and are left out", method, opts.baseline, dropped)
-        diffs: dict[str, np.ndarray] = {}
-        ks: set[int] = set()
-        for bench in benches:
-            m_recs = {s: final[method][s][bench] for s in seeds if bench in final[method][s]}
-            b_recs = {s: base[s][bench] for s in seeds if bench in base[s]}
-            common = sorted(set(m_recs) & set(b_recs))
-            if not common:
-                continue
-            ks |= {m_recs[s].k for s in common} | {b_recs[s].k for s in common}
-            per_seed = [m_recs[s].per_problem() - b_recs[s].per_problem() for s in common]
-            frame = pd.concat(per_seed, axis=1, join="outer")
-            if frame.isna().any().any():
-                log.warning(
-                    "%s vs %s on %s: problem ids differ; only common problems are paired",
-                    method,
-                    opts.baseline,
-                    bench,
-                )
-            diffs[bench] = (frame.dropna().mean(axis=1).sort_index() * 100).to_numpy()
+        blocks = _paired_blocks(final, method, opts.baseline, seeds, benches)
+        ks = sorted({final[m][s][b].k for m in (method, opts.baseline) for s in seeds for b in blocks
+                     if b in final[m][s]})
         for scope in [*benches, AVG]:
-            if scope == AVG:
-                strata = [diffs[b] for b in main_benchmarks(benches) if b in diffs]
-            else:
-                strata = [diffs[scope]] if scope in diffs else []
-            result = paired_test(
-                strata, n_boot=opts.n_boot, n_perm=opts.n_perm, seed=opts.seed, alpha=opts.alpha
-            )
+            names = main_benchmarks(benches) if scope == AVG else [scope]
+            parts = [blocks[b] for b in names if b in blocks]
+            method_test = seeds_random_test(parts, alpha=opts.alpha)
+            ckpt = paired_test([b.mean(axis=1) for b in parts], n_boot=opts.n_boot, n_perm=opts.n_perm,
+                               seed=opts.seed, alpha=opts.alpha)
             claim = claims.get((method, scope), math.nan)
             inside = ""
-            if not (math.isnan(claim) or math.isnan(result.ci_lo)):
-                inside = "yes" if result.ci_lo <= claim <= result.ci_hi else "no"
-            rows.append(
-                {
-                    "method": method,
-                    "label": _label(method),
-                    "baseline": opts.baseline,
-                    "scope": scope,
-                    "problems": result.n_units,
-                    "seeds": len(seeds),
-                    "k": "/".join(map(str, sorted(ks))),
-                    "delta": result.delta,
-                    "delta_ci_lo": result.ci_lo,
-                    "delta_ci_hi": result.ci_hi,
-                    "p_bootstrap": result.p_bootstrap,
-                    "p_permutation": result.p_permutation,
-                    "claimed_gain": claim,
-                    "claim_inside_ci": inside,
-                }
-            )
+            if not (math.isnan(claim) or math.isnan(method_test.ci_lo)):
+                inside = "yes" if method_test.ci_lo <= claim <= method_test.ci_hi else "no"
+            rows.append({
+                "method": method, "label": _label(method), "baseline": opts.baseline, "scope": scope,
+                "family": FAMILY_CONFIRMATORY if scope == AVG else FAMILY_EXPLORATORY,
+                "problems": ckpt.n_units, "seeds": method_test.seeds, "k": "/".join(map(str, ks)),
+                "delta": ckpt.delta, "delta_ci_lo": method_test.ci_lo, "delta_ci_hi": method_test.ci_hi,
+                "df": method_test.df, "p": method_test.p,
+                "ckpt_ci_lo": ckpt.ci_lo, "ckpt_ci_hi": ckpt.ci_hi, "p_ckpt_bootstrap": ckpt.p_bootstrap,
+                "p_ckpt_permutation": ckpt.p_permutation, "claimed_gain": claim, "claim_inside_ci": inside,
+            })
     columns = [
-        "method", "label", "baseline", "scope", "problems", "seeds", "k", "delta", "delta_ci_lo", "delta_ci_hi",
-        "p_bootstrap", "p_permutation", "p_holm", "claimed_gain", "claim_inside_ci",
+        "method", "label", "baseline", "scope", "family", "problems", "seeds", "k", "delta", "delta_ci_lo",
+        "delta_ci_hi", "df", "p", "p_holm", "ckpt_ci_lo", "ckpt_ci_hi", "p_ckpt_bootstrap", "p_ckpt_permutation",
+        "p_ckpt_holm", "claimed_gain", "claim_inside_ci",
     ]  # fmt: skip
-    data = pd.DataFrame(rows, columns=[c for c in columns if c != "p_holm"])
+    data = pd.DataFrame(rows, columns=[c for c in columns if c not in ("p_holm", "p_ckpt_holm")])
     data["p_holm"] = math.nan
+    data["p_ckpt_holm"] = math.nan
+    for family in (FAMILY_CONFIRMATORY, FAMILY_EXPLORATORY):
+        mask = data["family"] == family
+        data.loc[mask, "p_holm"] = holm(data.loc[mask, "p"].tolist())
     for scope in data["scope"].unique():
         mask = data["scope"] == scope
-        data.loc[mask, "p_holm"] = holm(data.loc[mask, "p_permutation"].tolist())
+        data.loc[mask, "p_ckpt_holm"] = holm(data.loc[mask, "p_ckpt_permutation"].tolist())
     data = data[columns].reset_index(drop=True)
     cols = (
         Column("Method", "label", kind="str", align="l"),
         Column("Scope", "scope", kind="str", align="l"),
-        Column("Δ (pp)", "delta", kind="signed", lo="delta_ci_lo", hi="delta_ci_hi"),
-        Column("p (bootstrap)", "p_bootstrap", kind="pvalue"),
-        Column("p (permutation)", "p_permutation", kind="pvalue"),
+        Column("family", "family", kind="str", align="l"),
+        Column("Δ (pp) [CI seeds random]", "delta", kind="signed", lo="delta_ci_lo", hi="delta_ci_hi"),
+        Column("df", "df", digits=1),
+        Column("p", "p", kind="pvalue"),
         Column("p (Holm)", "p_holm", kind="pvalue"),
+        Column("CI seeds fixed", "delta", kind="signed", lo="ckpt_ci_lo", hi="ckpt_ci_hi"),
+        Column("p seeds fixed (perm.)", "p_ckpt_permutation", kind="pvalue"),
+        Column("p seeds fixed (Holm)", "p_ckpt_holm", kind="pvalue"),
         Column("problems", "problems", kind="int"),
         Column("seeds", "seeds", kind="int"),
         Column("claimed Δ", "claimed_gain", kind="signed"),
         Column("claim in CI?", "claim_inside_ci", kind="str", align="l"),
     )
+    level = f"{100 * (1 - opts.alpha):.0f}%"
     caption = (
-        f"Paired tests vs {_label(opts.baseline)} ({AVG} = main-table benchmarks): per-problem accuracy "
-        f"difference (samples averaged, seeds "
-        f"paired by id); Δ with {100 * (1 - opts.alpha):.0f}% paired-bootstrap CI ({opts.n_boot} resamples, "
-        f"stratified by benchmark), sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
+        f"Tests vs {_label(opts.baseline)} ({AVG} = main-table benchmarks), per-problem accuracy differences "
+        f"(samples averaged, seeds paired by id). Method (seeds random): Δ with {level} t interval and p of the "
+        f"crossed seed × problem random-effects model (Satterthwaite df; ≥ 2 seeds); Holm over methods for "
+        f"{AVG} (confirmatory), over methods × benchmarks for the benchmark cells (exploratory). Checkpoints "
+        f"(seeds fixed, these runs only): paired-bootstrap CI ({opts.n_boot}, stratified by benchmark) and "
+        f"sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
     )
-    note = " ".join(x for x in (note, POWER_NOTE) if x)
+    note = " ".join(x for x in (note, SIGNIFICANCE_NOTE, POWER_NOTE) if x)
     return Table("significance", caption, data, cols, footer, note=note)
 
 
+SIGNIFICANCE_NOTE = (
+    "A verdict about a method reads the seeds-random columns: one training run is one draw of the method, and "
+    "the seeds-fixed test calls equal methods different whenever runs differ by chance (evaluation/report/"
+    "calibrate.py measures both). With one seed the seeds-random columns are empty."
+)
 POWER_NOTE = ("power.md: the smallest Δ these tests detect at 80 % power (MDE) and the problems / seeds needed "
               "for a 2-point difference, from this run's variances.")
 

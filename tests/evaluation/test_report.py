@@ -50,12 +50,14 @@ def test_best_in_bold_and_delta(fake_results: Callable[..., Path]) -> None:
     tables = _tables(fake_results)
     md = (tables / "main.md").read_text()
     rows = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if line.startswith("| ")}
-    assert "**77.50** ± 3.54" in rows["DelTA"] and "**76.79** ± 0.84" in rows["DelTA"]
+    # bench_a: +30 pp on 2 seeds is not significant with seeds random (exploratory Holm p 0.23); Avg is
+    assert "| 77.50 ± 3.54 [" in rows["DelTA"] and "**76.79** ± 0.84" in rows["DelTA"]
+    assert "100.0]" in rows["DelTA"]  # an accuracy interval stops at 100 %
     assert "**" not in rows["DAPO"] and "**" not in rows["SFT (start)"]
     assert rows["DelTA"].split(" | ")[4] == "+26.79"  # Δ Avg vs DAPO = 76.79 - 50.00
     assert rows["DAPO"].split(" | ")[4] == "–"
     tex = (tables / "main.tex").read_text()
-    assert r"\textbf{77.50}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
+    assert r"\textbf{76.79}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
     main = _csv(tables, "main")
     assert main.loc["delta", "Avg_delta"] == "26.7857" and main.loc["dapo", "Avg_delta"] == ""
 
@@ -114,7 +116,7 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
     page = (tables / "main.html").read_text()  # the snakemake --report view of the table
     assert page.startswith("<!DOCTYPE html>") and page.endswith("</body></html>\n")
     assert (
-        "<td class=l>DelTA</td><td class=r><b>77.50</b> ± 3.54 [" in page
+        "<td class=l>DelTA</td><td class=r>77.50 ± 3.54 [" in page and "<b>76.79</b> ± 0.84 [" in page
         and "<th class=l>Method</th>" in page
     )
     wall = (tables / "wallclock.html").read_text()
@@ -136,17 +138,26 @@ def test_significance_table(fake_results: Callable[..., Path]) -> None:
     )
     row = sig[(sig["method"] == "delta") & (sig["scope"] == "Avg")].iloc[0]
     assert row["delta"] == pytest.approx(26.7857, abs=1e-4) and row["problems"] == 63 and row["seeds"] == 2
-    assert row["p_permutation"] < 0.01 and row["p_bootstrap"] < 0.01 and row["delta_ci_lo"] > 0
+    assert row["p_ckpt_permutation"] < 0.01 and row["p_ckpt_bootstrap"] < 0.01 and row["ckpt_ci_lo"] > 0
+    # seeds random: 2 seeds, so the t reference has 1 df and the interval is wider than the seeds-fixed one
+    assert row["family"] == "confirmatory" and row["df"] == pytest.approx(1.0) and row["p"] < 0.05
+    assert row["delta_ci_lo"] < row["ckpt_ci_lo"] and row["delta_ci_hi"] > row["ckpt_ci_hi"]
     assert row["claim_inside_ci"] == "no"
     bench_a = sig[(sig["method"] == "delta") & (sig["scope"] == "bench_a")].iloc[0]
     assert bench_a["delta"] == pytest.approx(30.0) and bench_a["claim_inside_ci"] == "yes"
+    # benchmark cells are one exploratory family: Holm over methods × benchmarks (sft and delta, 2 sets)
+    exploratory = sig[sig["family"] == "exploratory"]
+    assert len(exploratory) == 4 and (exploratory["p_holm"] >= exploratory["p"]).all()
+    smallest = exploratory.loc[exploratory["p"].idxmin()]
+    assert smallest["p_holm"] == pytest.approx(min(1.0, 4 * smallest["p"]), abs=1e-4)
 
     same = pd.read_csv(_tables(fake_results, name="same", identical=True) / "significance.csv")
     row = same[(same["method"] == "delta") & (same["scope"] == "Avg")].iloc[0]
     assert (
         row["delta"] == 0
-        and row["p_permutation"] == pytest.approx(1.0)
-        and row["p_bootstrap"] == pytest.approx(1.0)
+        and row["p_ckpt_permutation"] == pytest.approx(1.0)
+        and row["p_ckpt_bootstrap"] == pytest.approx(1.0)
+        and row["p"] == pytest.approx(1.0)
     )
 
 
@@ -243,9 +254,9 @@ def test_tables_split_by_kind(fake_results: Callable[..., Path]) -> None:
     assert (tables / "code.csv").read_text() == CODE_CSV
     code_md = (tables / "code.md").read_text()
     assert (
-        "| DelTA | – | **78.12** ± 4.42 | +31.25 | 82.50 ± 3.54 | **77.50** ± 3.54 | +30.00 | 4 | 2 |"
+        "| DelTA | – | 78.12 ± 4.42 | +31.25 | 82.50 ± 3.54 | 77.50 ± 3.54 | +30.00 | 4 | 2 |"
         in code_md
-    )
+    )  # no bold: with 2 seeds neither plus difference holds as an exploratory cell after whole-table Holm
     assert "humaneval_plus=8 (32), mbpp_plus=10 (40) · grader" in code_md
     ood = _csv(tables, "ood")
     assert list(ood.columns[:2]) == ["label", "arc_challenge"] and "Avg" not in ood.columns
@@ -361,7 +372,7 @@ def test_bold_only_where_the_difference_to_the_baseline_is_significant(fake_resu
     rows = _rows((_tables(fake_results, name="same", identical=True) / "main.md").read_text())
     assert not any("**" in line for line in rows.values())
     main = (_tables(fake_results) / "main.md").read_text()  # DelTA +26.8 pp, p_holm < 0.05: bold
-    assert "**76.79**" in _rows(main)["DelTA"] and "significant (Holm-adjusted permutation p)" in main
+    assert "**76.79**" in _rows(main)["DelTA"] and "holds with training seeds random after Holm" in main
 
 
 def test_missing_baseline_is_said_in_the_tables(fake_results: Callable[..., Path]) -> None:
