@@ -17,18 +17,18 @@ MS_resid) / n) (Searle, Casella & McCulloch 1992, *Variance Components*, §4.3).
 - *seeds fixed*, what the significance table tests (seeds averaged, problems the paired units):
   Var = σ²_d / n with σ²_d = the sample variance of the seed-averaged per-problem differences
   (= (σ²_problem + σ²_resid / S) in expectation); needs no S ≥ 2.
-- *seeds random*, generalising to new seeds: Var = σ²_problem / n + σ²_seed / S + σ²_resid / (n S);
-  needs S ≥ 2 (else empty).
+- *seeds random*, generalising to new seeds (what the method test of the significance table uses):
+  Var = σ²_problem / n + σ²_seed / S + σ²_resid / (n S); needs S ≥ 2 (else empty).
 
-Minimum detectable difference at power 1 − β and two-sided level α, normal approximation:
-MDE = (z_{1−α/2} + z_{1−β}) · √Var, and the problems for a difference δ solve the same equation,
-n = ⌈(z_{1−α/2} + z_{1−β})² σ²_d / δ²⌉ (paired design: Chow, Shao & Wang 2008, *Sample Size Calculations
-in Clinical Research*, §3.2; Cohen 1988, ch. 2). With seeds random, n(δ) = z² (σ²_problem + σ²_resid / S)
-/ (δ² − z² σ²_seed / S) and the seeds at the current n, S(δ) = z² (σ²_seed + σ²_resid / n) / (δ² −
-z² σ²_problem / n); empty ("not reachable") when the denominator is ≤ 0, i.e. when the other factor's
-variance alone exceeds the target. ``mde_holm`` uses α / m (m = methods compared, Holm's first step:
-the best method must pass it). Zero variance gives MDE 0 and 1 problem (the normal approximation; a
-permutation test over n problems cannot reach p < α before 2ⁿ ≥ 2/α).
+Seeds fixed, normal approximation: MDE = (z_{1−α/2} + z_{1−β}) · √Var, and the problems for a difference δ
+solve n = ⌈(z_{1−α/2} + z_{1−β})² σ²_d / δ²⌉ (paired design: Chow, Shao & Wang 2008, *Sample Size
+Calculations in Clinical Research*, §3.2; Cohen 1988, ch. 2). Zero variance gives MDE 0 and 1 problem.
+Seeds random: the method test is a t test with Satterthwaite df (``stats.seeds_random_variance``), 2 df
+with 3 seeds, so its power is the noncentral t's, P(|T_{df, δ/SE}| > t_{df, 1−α/2}), with SE and df from
+the expected mean squares at the design (n', S'); MDE solves power = 1 − β, ``problems_for_target_seeds_
+random`` is the least n' at S seeds and ``seeds_for_target`` the least S' ≥ 2 at n problems that reach it
+("not reachable" when no n' does: the seed variance alone exceeds what the target allows). ``*_holm``
+uses α / m (m = methods compared, Holm's first step: the best method must pass it).
 """
 
 from __future__ import annotations
@@ -40,11 +40,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.optimize import brentq
+from scipy.stats import chi2, norm
+from scipy.stats import t as student_t
 
 from evaluation.report.load import AVG, ReportOptions, Results, main_benchmarks, order_benchmarks, sort_methods
 from evaluation.report.render import Column, Table
-from evaluation.report.stats import _final_records
+from evaluation.report.stats import CrossedAnova, _final_records, crossed_anova, seeds_random_variance
 from evaluation.report.tables import _label
 
 POWER = 0.8
@@ -73,19 +75,13 @@ def variance_components(diffs: np.ndarray) -> VarianceComponents:
     nan = math.nan
     if n == 0 or s == 0:
         return VarianceComponents(n, s, nan, nan, nan, nan, nan)
-    rows = d.mean(axis=1)
-    var_diff = float(rows.var(ddof=1)) if n > 1 else nan
+    var_diff = float(d.mean(axis=1).var(ddof=1)) if n > 1 else nan
     if s < 2 or n < 2:
         return VarianceComponents(n, s, float(d.mean()), var_diff, nan, nan, nan)
-    cols = d.mean(axis=0)
-    grand = d.mean()
-    ms_problem = s * float(((rows - grand) ** 2).sum()) / (n - 1)
-    ms_seed = n * float(((cols - grand) ** 2).sum()) / (s - 1)
-    resid = d - rows[:, None] - cols[None, :] + grand
-    ms_resid = float((resid**2).sum()) / ((n - 1) * (s - 1))
+    a = crossed_anova([d])
     return VarianceComponents(
-        n, s, float(grand), var_diff, max(0.0, (ms_problem - ms_resid) / s), max(0.0, (ms_seed - ms_resid) / n),
-        ms_resid,
+        n, s, a.mean, var_diff, max(0.0, (a.ms_problem - a.ms_resid) / s), max(0.0, (a.ms_seed - a.ms_resid) / n),
+        a.ms_resid,
     )
 
 
@@ -106,26 +102,76 @@ def problems_needed(var_diff: float, delta: float, alpha: float, power: float = 
     return float(max(1, math.ceil(z_factor(alpha, power) ** 2 * var_diff / delta**2 - 1e-9)))
 
 
-def _solve(z2: float, var_own: float, var_cross: float, var_other: float, other: int, delta: float) -> float:
-    """Smallest m with z² (var_own / m + var_other / other + var_cross / (m other)) <= δ² (at least 1)."""
-    if any(math.isnan(v) for v in (var_own, var_cross, var_other)):
-        return math.nan
-    denom = delta**2 - z2 * var_other / other
-    if denom <= 0:
+def _expected_anova(vc: VarianceComponents, n: int, seeds: int) -> CrossedAnova:
+    """Expected mean squares of an n × S layout with ``vc``'s components (one stratum)."""
+    ms_p, ms_s = vc.var_resid + seeds * vc.var_problem, vc.var_resid + n * vc.var_seed
+    return CrossedAnova(n, seeds, vc.delta, ms_p, ms_s, vc.var_resid, n - 1, seeds - 1, (n - 1) * (seeds - 1))
+
+
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(400)
+_QUANTILES = (_NODES + 1) / 2  # Gauss-Legendre on (0, 1)
+
+
+def t_power(delta: float, se: float, df: float, alpha: float) -> float:
+    """Power of the two-sided t test of level α for a true mean ``delta``: the noncentral t's
+    P(|T| > t_crit), as E_V[Φ(nc − c √(V/df)) + Φ(−nc − c √(V/df))] over V ~ χ²_df, integrated over V's
+    quantiles (scipy's ``nct`` returns NaN or 0 far in the tail, where Holm's small α puts it)."""
+    if se == 0:
+        return 1.0 if delta != 0 else alpha
+    crit = float(student_t.ppf(1 - alpha / 2, df))
+    nc = abs(delta) / se
+    scale = crit * np.sqrt(chi2.ppf(_QUANTILES, df) / df)
+    given = norm.sf(scale - nc) + norm.cdf(-scale - nc)
+    return float(min(1.0, (_WEIGHTS * given).sum() / 2))
+
+
+def seeds_random_power(vc: VarianceComponents, delta: float, alpha: float, n: int, seeds: int) -> float:
+    """Power of the seeds-random method test at n problems × S seeds for a true difference δ."""
+    var, df = seeds_random_variance(_expected_anova(vc, n, seeds))
+    return t_power(delta, math.sqrt(max(var, 0.0)), df, alpha)
+
+
+def _t_mde(se: float, df: float, alpha: float, power: float) -> float:
+    """δ at which the t test of this SE and df has the given power."""
+    if se == 0:
+        return 0.0
+    hi = se * 10
+    while t_power(hi, se, df, alpha) < power:
+        hi *= 4
+    return float(brentq(lambda d: t_power(d, se, df, alpha) - power, 0.0, hi, xtol=1e-6 * se))
+
+
+def _least(reaches, lo: int, cap: int) -> float:
+    """Least m in [lo, cap] with reaches(m) (monotone); inf when even cap does not."""
+    if not reaches(cap):
         return math.inf
-    return float(max(1, math.ceil(z2 * (var_own + var_cross / other) / denom - 1e-9)))
+    if reaches(lo):
+        return float(lo)
+    bad, good = lo, cap
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        bad, good = (bad, mid) if reaches(mid) else (mid, good)
+    return float(good)
 
 
 def random_seed_plan(vc: VarianceComponents, delta: float, alpha: float,
                      power: float = POWER) -> tuple[float, float, float]:
-    """Seeds random: (MDE at the current n and S, problems for δ at S seeds, seeds for δ at n problems)."""
+    """Seeds random: (MDE at the current n and S, problems for δ at S seeds, seeds ≥ 2 for δ at n problems)."""
     if math.isnan(vc.var_seed):
         return math.nan, math.nan, math.nan
-    var = vc.var_problem / vc.n + vc.var_seed / vc.seeds + vc.var_resid / (vc.n * vc.seeds)
-    z2 = z_factor(alpha, power) ** 2
-    n_needed = _solve(z2, vc.var_problem, vc.var_resid, vc.var_seed, vc.seeds, delta)
-    s_needed = _solve(z2, vc.var_seed, vc.var_resid, vc.var_problem, vc.n, delta)
-    return mde(var, alpha, power), n_needed, s_needed
+    var, df = seeds_random_variance(_expected_anova(vc, vc.n, vc.seeds))
+    mde_r = _t_mde(math.sqrt(max(var, 0.0)), df, alpha, power)
+    n_needed = _least(lambda m: seeds_random_power(vc, delta, alpha, m, vc.seeds) >= power, 2, 10**7)
+    s_needed = _least(lambda m: seeds_random_power(vc, delta, alpha, vc.n, m) >= power, 2, 10**4)
+    return mde_r, n_needed, s_needed
+
+
+def seeds_random_mde(vc: VarianceComponents, alpha: float, power: float = POWER) -> float:
+    """MDE of the seeds-random method test at the run's own n and S (NaN with one seed)."""
+    if math.isnan(vc.var_seed):
+        return math.nan
+    var, df = seeds_random_variance(_expected_anova(vc, vc.n, vc.seeds))
+    return _t_mde(math.sqrt(max(var, 0.0)), df, alpha, power)
 
 
 def _sampling_variance(method: Sequence[np.ndarray], base: Sequence[np.ndarray]) -> float:
@@ -170,6 +216,7 @@ def power_rows(res: Results, opts: ReportOptions, target: float = TARGET_PP, pow
         vc = variance_components(np.concatenate(blocks, axis=0))
         var_fixed = vc.var_diff / vc.n if vc.n > 1 else math.nan
         mde_r, n_r, s_r = random_seed_plan(vc, target, opts.alpha, power)
+        mde_r_holm = seeds_random_mde(vc, opts.alpha / len(methods), power)
         rows.append({
             "method": method, "baseline": opts.baseline, "scope": AVG, "n": vc.n,
             "k": "/".join(map(str, sorted(ks))), "seeds": vc.seeds, "delta": vc.delta,
@@ -180,7 +227,8 @@ def power_rows(res: Results, opts: ReportOptions, target: float = TARGET_PP, pow
             "mde_holm": (mde(var_fixed, opts.alpha / len(methods), power) if not math.isnan(var_fixed)
                          else math.nan),
             "problems_for_target": problems_needed(vc.var_diff, target, opts.alpha, power),
-            "mde_seeds_random": mde_r, "problems_for_target_seeds_random": n_r, "seeds_for_target": s_r,
+            "mde_seeds_random": mde_r, "mde_seeds_random_holm": mde_r_holm,
+            "problems_for_target_seeds_random": n_r, "seeds_for_target": s_r,
         })
     return rows
 
@@ -200,7 +248,7 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
     columns = [
         "method", "label", "baseline", "scope", "n", "k", "seeds", "delta", "sd_diff", "var_problem", "var_seed",
         "var_resid", "var_sampling", "mde", "mde_holm", "problems_for_target", "mde_seeds_random",
-        "problems_for_target_seeds_random", "seeds_for_target",
+        "mde_seeds_random_holm", "problems_for_target_seeds_random", "seeds_for_target",
     ]  # fmt: skip
     rows = power_rows(res, opts, target, power)
     for row in rows:
@@ -219,6 +267,7 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         Column("MDE Holm (pp)", "mde_holm"),
         Column(f"problems for {target:g} pp", "problems_for_target", kind="str"),
         Column("MDE seeds random (pp)", "mde_seeds_random"),
+        Column("MDE seeds random Holm (pp)", "mde_seeds_random_holm"),
         Column(f"problems for {target:g} pp, seeds random", "problems_for_target_seeds_random", kind="str"),
         Column(f"seeds for {target:g} pp at n", "seeds_for_target", kind="str"),
     )
@@ -228,12 +277,12 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         f"and the problems (and seeds) needed to detect {target:g} pp; from the run's own variances"
     )
     note = (
-        "Seeds fixed (as the significance table tests): MDE = (z_{1−α/2} + z_{0.8}) · sd of the seed-averaged "
-        "per-problem differences / √n; MDE Holm uses α / (methods compared). Seeds random adds the between-seed "
-        "variance of the difference: Var = σ²_problem/n + σ²_seed/S + σ²_resid/(nS) (ANOVA estimates, CSV "
-        "var_* in pp²; var_sampling = binomial noise of k independent samples; var_resid below it: paired samples "
-        "correlated); 'not reachable': the "
-        f"seed (or problem) variance alone exceeds what a {target:g} pp test allows. Normal approximation "
-        "(evaluation/report/power.py); seed variances from 2-3 seeds are rough."
+        "Seeds random (the method test, what verdicts use): Var = σ²_problem/n + σ²_seed/S + σ²_resid/(nS) "
+        "(ANOVA estimates, CSV var_* in pp²), t test with Satterthwaite df (2 with 3 seeds), power from the "
+        "noncentral t; 'not reachable': the seed variance alone exceeds what a "
+        f"{target:g} pp test at this many seeds allows. Seeds fixed (the checkpoint test): MDE = (z_{{1−α/2}} + "
+        "z_{0.8}) · sd of the seed-averaged per-problem differences / √n. Holm columns use α / (methods "
+        "compared). var_sampling = binomial noise of k independent samples (var_resid below it: paired samples "
+        "correlated). Seed variances from 2-3 seeds are rough (evaluation/report/power.py)."
     )
     return Table("power", caption, data, cols, footer, note=note)

@@ -34,7 +34,7 @@ def test_larger_n_gives_smaller_mde_and_zero_variance_gives_zero() -> None:
     zero = variance_components(np.zeros((20, 3)))
     assert (zero.var_diff, zero.var_problem, zero.var_seed, zero.var_resid) == (0, 0, 0, 0)
     assert mde(zero.var_diff / zero.n, 0.05) == 0 and problems_needed(zero.var_diff, 2.0, 0.05) == 1
-    assert random_seed_plan(zero, 2.0, 0.05) == (0.0, 1, 1)
+    assert random_seed_plan(zero, 2.0, 0.05) == (0.0, 2, 2)  # a t test needs two of each
 
 
 def test_anova_components_recover_known_variances() -> None:
@@ -49,17 +49,31 @@ def test_anova_components_recover_known_variances() -> None:
 
 
 def test_seed_variance_can_make_a_target_unreachable() -> None:
-    # σ²_seed = 16 with 2 seeds: z² · 8 = 62.8 > δ² = 4, so no number of problems reaches 2 pp
-    from evaluation.report.power import VarianceComponents
+    # σ²_seed = 16 with 2 seeds: even with infinitely many problems the 1-df t test's SE is √8, so 2 pp is
+    # never reached at 80 % power; more seeds reach it, and the least such count is what the plan says
+    from evaluation.report.power import VarianceComponents, seeds_random_power
 
     vc = VarianceComponents(n=200, seeds=2, delta=0.0, var_diff=50.0, var_problem=40.0, var_seed=16.0,
                             var_resid=20.0)
     mde_r, n_needed, s_needed = random_seed_plan(vc, 2.0, 0.05)
     assert math.isinf(n_needed) and mde_r > mde(vc.var_diff / vc.n, 0.05)
-    z2 = z_factor(0.05) ** 2  # seeds at n = 200: z² (16 + 20/200) / (4 − z² 40/200)
-    assert s_needed == math.ceil(z2 * (16 + 20 / 200) / (4 - z2 * 40 / 200))
+    assert seeds_random_power(vc, 2.0, 0.05, 200, int(s_needed)) >= 0.8 > seeds_random_power(
+        vc, 2.0, 0.05, 200, int(s_needed) - 1)
+    assert seeds_random_power(vc, mde_r, 0.05, 200, 2) == pytest.approx(0.8, abs=1e-4)
     one_seed = variance_components(np.ones((10, 1)))
     assert math.isnan(random_seed_plan(one_seed, 2.0, 0.05)[0]) and one_seed.var_diff == 0
+
+
+@pytest.mark.parametrize("df", [1, 2, 9, 300])
+@pytest.mark.parametrize("nc", [0.5, 2.0, 4.0])
+def test_t_power_is_the_noncentral_t(df: int, nc: float) -> None:
+    from scipy.stats import nct, t
+
+    from evaluation.report.power import t_power
+
+    crit = t.ppf(0.975, df)
+    assert t_power(nc, 1.0, df, 0.05) == pytest.approx(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc), abs=1e-6)
+    assert t_power(30.0, 1.0, df, 0.05 / 4) > t_power(4.0, 1.0, df, 0.05 / 4)  # where scipy's nct gives 0 or NaN
 
 
 def test_power_table_of_a_results_tree(fake_results: Callable[..., Path]) -> None:
@@ -69,6 +83,7 @@ def test_power_table_of_a_results_tree(fake_results: Callable[..., Path]) -> Non
     assert list(data["method"]) == ["sft", "delta"] and (data["baseline"] == "dapo").all()
     assert {"n", "k", "seeds", "mde", "problems_for_target", "seeds_for_target"} <= set(data.columns)
     assert (data["mde_holm"] >= data["mde"]).all()
+    assert (data["mde_seeds_random_holm"] >= data["mde_seeds_random"]).all()
     identical = power_table(load_results(fake_results("same", identical=True)), ReportOptions(), "footer").data
     same = identical[identical["method"] == "delta"].iloc[0]  # delta's samples are dapo's
     assert (same["delta"], same["sd_diff"], same["mde"], same["problems_for_target"]) == (0, 0, 0, 1)
