@@ -1,0 +1,243 @@
+"""Calibration of the report's verdicts by simulation with known truth.
+
+``python -m evaluation.report.calibrate --experiments 300 --seed-sd 0,1.8`` simulates experiments shaped
+like the default one (problems × k samples × seeds, a baseline and four methods, seeds paired by id with
+common random numbers) and pushes each through the report's own table functions (``significance_table``,
+``main_table``, ``power_rows``), then counts how often the tables are wrong:
+
+- *family-wise error*: some confirmatory (Avg) cell has Holm p < α although every method equals the
+  baseline; also for any cell at all (Avg and benchmark cells, the bold candidates), and for the seeds-fixed
+  checkpoint test beside it;
+- *per-comparison rate* of the unadjusted method test, and the *coverage* of its Δ interval and of each
+  method's accuracy interval (main table) for the true values;
+- *power*: with one method better by the power table's own MDE (seeds random), how often its test rejects
+  (the table promises 80 %).
+
+Truth (logit scale): problem difficulty p ~ Beta(a, b) per benchmark; run (method, seed) effect u ~ N(0, τ²)
+shared by the run's problems, with τ set so that the paired difference of one seed has a run-effect sd of
+``seed_sd_pp`` percentage points; a run × problem effect w ~ N(0, ω²); a method's shift. Samples are
+U < expit(logit p + u + w + shift) with the uniforms U shared by every method of a seed (the evaluation
+sampler is seeded by the run seed). Expected accuracies are computed by Monte Carlo over the same model.
+Rates carry their Monte-Carlo standard error √(r(1 − r)/R).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit, logit
+
+from evaluation.report.load import AVG, EvalRecord, ReportOptions, Results
+from evaluation.report.power import power_rows
+from evaluation.report.tables import main_table, significance_table
+
+BASELINE = "dapo"
+METHODS: tuple[str, ...] = ("grpo", "delta", "cf", "cf_random")
+
+
+@dataclass(frozen=True)
+class Design:
+    """One simulated experiment's shape and truth."""
+
+    problems: tuple[int, ...] = (200,)
+    """Problems per benchmark (one benchmark: the default's synthetic held-out set)."""
+    k: int = 4
+    seeds: int = 3
+    seed_sd_pp: float = 1.8
+    """Run-effect sd of one seed's paired difference method − baseline, in pp."""
+    interaction: float = 0.3
+    """ω: logit sd of the run × problem effect."""
+    beta: tuple[float, float] = (1.5, 1.5)
+    effect_pp: float = 0.0
+    """True accuracy gain of the first method (pp); the others equal the baseline."""
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What the simulated tables should find: logit scale of the run effect, the first method's shift and
+    every method's expected accuracy (%)."""
+
+    tau: float
+    shift: float
+    accuracy: dict[str, float]
+
+
+def _expected_accuracy(design: Design, tau: float, shift: float, draws: int = 400_000) -> float:
+    """E[expit(logit p + u + w + shift)] (%) over the model (problem-count-weighted over benchmarks)."""
+    rng = np.random.default_rng(12345)  # the same draws for every shift: smooth in the shift
+    p = rng.beta(*design.beta, size=draws)
+    eta = logit(np.clip(p, 1e-9, 1 - 1e-9)) + rng.normal(0, tau, draws) + rng.normal(0, design.interaction, draws)
+    return 100 * float(expit(eta + shift).mean())
+
+
+def truth(design: Design) -> Truth:
+    """τ from ``seed_sd_pp`` (delta method: d acc / d logit = E[p(1 − p)]) and the shift giving ``effect_pp``."""
+    rng = np.random.default_rng(0)
+    p = rng.beta(*design.beta, size=200_000)
+    slope = 100 * float((p * (1 - p)).mean())
+    tau = design.seed_sd_pp / (math.sqrt(2) * slope)
+    base = _expected_accuracy(design, tau, 0.0)
+    shift = 0.0
+    if design.effect_pp:
+        lo, hi = 0.0, 4 * design.effect_pp / slope
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _expected_accuracy(design, tau, mid) - base < design.effect_pp else (lo, mid)
+        shift = (lo + hi) / 2
+    accuracy = {m: base for m in (BASELINE, *METHODS)}
+    accuracy[METHODS[0]] = _expected_accuracy(design, tau, shift)
+    return Truth(tau, shift, accuracy)
+
+
+def simulate(design: Design, truth_: Truth, rng: np.random.Generator) -> Results:
+    """One experiment as the report reads it: final-step records of every (method, seed, benchmark)."""
+    records = []
+    for b, n in enumerate(design.problems):
+        bench = f"sim{b}" if len(design.problems) > 1 else "synthetic"
+        eta = logit(np.clip(rng.beta(*design.beta, size=n), 1e-9, 1 - 1e-9))
+        ids = tuple(f"{bench}-{i}" for i in range(n))
+        for seed in range(1, design.seeds + 1):
+            uniforms = rng.random((n, design.k))  # common random numbers across methods of this seed
+            for method in (BASELINE, *METHODS):
+                shift = truth_.shift if method == METHODS[0] else 0.0
+                run = rng.normal(0, truth_.tau) + rng.normal(0, design.interaction, n)
+                correct = (uniforms < expit(eta + run + shift)[:, None]).astype(np.int8)
+                records.append(EvalRecord(
+                    method=method, seed=seed, step=1, benchmark=bench, n_problems=n, k=design.k,
+                    n_samples=n * design.k, avg_at_k=float(correct.mean()), problem_ids=ids, correct=correct,
+                    reasons={}, grader_version="sim", data_sha256="", manifest_id="", path=Path(bench),
+                ))
+    return Results(root=Path("sim"), evals=tuple(records), metrics=pd.DataFrame(columns=["method", "seed", "step"]),
+                   manifests={})
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Error rates over R simulated experiments (fractions) and mean quantities."""
+
+    experiments: int
+    fwer_confirmatory: float
+    fwer_any_cell: float
+    per_comparison: float
+    delta_coverage: float
+    accuracy_coverage: float
+    fwer_seeds_fixed: float
+    per_comparison_seeds_fixed: float
+    delta_coverage_seeds_fixed: float
+    power_first: float
+    mde_seeds_random: float
+    seed_diff_sd: float
+
+    def se(self, rate: float) -> float:
+        """Monte-Carlo standard error of a rate estimated from ``experiments`` experiments."""
+        return math.sqrt(max(rate * (1 - rate), 1e-12) / self.experiments)
+
+
+def run(design: Design, experiments: int, *, seed: int = 0, opts: ReportOptions | None = None,
+        with_power: bool = False) -> Rates:
+    """Simulate ``experiments`` experiments of ``design`` and count what their tables say."""
+    opts = opts or ReportOptions(baseline=BASELINE, n_boot=200, n_perm=200)
+    truth_ = truth(design)
+    rng = np.random.default_rng(seed)
+    counts = dict.fromkeys(("fwer", "any", "pc", "cov", "acc", "fwer_fixed", "pc_fixed", "cov_fixed", "power"), 0)
+    tests = accs = 0
+    mdes, seed_sds = [], []
+    for _ in range(experiments):
+        res = simulate(design, truth_, rng)
+        sig = significance_table(res, opts, "").data
+        avg = sig[sig["scope"] == AVG]
+        others = avg[avg["method"] != METHODS[0]] if design.effect_pp else avg
+        null_cells = sig[sig["method"] != METHODS[0]] if design.effect_pp else sig
+        counts["fwer"] += bool((others["p_holm"] < opts.alpha).any())
+        counts["any"] += bool((null_cells["p_holm"] < opts.alpha).any())
+        counts["fwer_fixed"] += bool((others["p_ckpt_holm"] < opts.alpha).any())
+        counts["pc"] += int((others["p"] < opts.alpha).sum())
+        counts["pc_fixed"] += int((others["p_ckpt_permutation"] < opts.alpha).sum())
+        true_delta = avg["method"].map(lambda m: truth_.accuracy[m] - truth_.accuracy[BASELINE])
+        counts["cov"] += int(((avg["delta_ci_lo"] <= true_delta) & (true_delta <= avg["delta_ci_hi"])).sum())
+        counts["cov_fixed"] += int(((avg["ckpt_ci_lo"] <= true_delta) & (true_delta <= avg["ckpt_ci_hi"])).sum())
+        tests += len(others)
+        first = avg[avg["method"] == METHODS[0]]
+        counts["power"] += bool(design.effect_pp and (first["p"] < opts.alpha).any())
+        main = main_table(res, opts, "", None).data
+        true_acc = main["method"].map(truth_.accuracy)
+        counts["acc"] += int(((main[f"{AVG}_ci_lo"] <= true_acc) & (true_acc <= main[f"{AVG}_ci_hi"])).sum())
+        accs += len(main)
+        seed_sds += _seed_diff_sds(res)
+        if with_power:
+            mdes += [row["mde_seeds_random"] for row in power_rows(res, opts)]
+    n_cov = len(METHODS) * experiments
+    return Rates(
+        experiments=experiments,
+        fwer_confirmatory=counts["fwer"] / experiments,
+        fwer_any_cell=counts["any"] / experiments,
+        per_comparison=counts["pc"] / max(tests, 1),
+        delta_coverage=counts["cov"] / n_cov,
+        accuracy_coverage=counts["acc"] / max(accs, 1),
+        fwer_seeds_fixed=counts["fwer_fixed"] / experiments,
+        per_comparison_seeds_fixed=counts["pc_fixed"] / max(tests, 1),
+        delta_coverage_seeds_fixed=counts["cov_fixed"] / n_cov,
+        power_first=counts["power"] / experiments if design.effect_pp else math.nan,
+        mde_seeds_random=float(np.mean(mdes)) if mdes else math.nan,
+        seed_diff_sd=float(np.sqrt(np.mean(np.square(seed_sds)))) if seed_sds else math.nan,
+    )
+
+
+def _seed_diff_sds(res: Results) -> list[float]:
+    """Per method: the sd over seeds of one seed's Avg difference to the baseline (pp), what the issue's
+    'between-seed sd of one seed's paired difference' measures (run effect plus sampling noise)."""
+    frame = pd.DataFrame([(r.method, r.seed, r.avg_at_k * r.n_problems, r.n_problems) for r in res.evals],
+                         columns=["method", "seed", "correct", "n"]).groupby(["method", "seed"]).sum()
+    acc = 100 * frame["correct"] / frame["n"]
+    base = acc.xs(BASELINE)
+    return [float((acc.xs(m) - base).std(ddof=1)) for m in METHODS]
+
+
+def power_check(design: Design, experiments: int, *, seed: int = 0, pilot: int = 40) -> tuple[float, Rates]:
+    """The power table's promise: its mean seeds-random MDE on ``pilot`` null experiments, then the
+    simulated power of the method test when the first method is better by exactly that (target 80 %)."""
+    mde = run(replace(design, effect_pp=0.0), pilot, seed=seed + 1, with_power=True).mde_seeds_random
+    return mde, run(replace(design, effect_pp=mde), experiments, seed=seed)
+
+
+def _fmt(rates: Rates, rate: float) -> str:
+    return "–" if math.isnan(rate) else f"{100 * rate:.1f} ± {100 * rates.se(rate):.1f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.report.calibrate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--experiments", type=int, default=300)
+    parser.add_argument("--seed-sd", default="0,0.5,1.0,1.8", help="comma list of run-effect sds (pp)")
+    parser.add_argument("--problems", default="200", help="problems per benchmark, e.g. 30,30,30,30,30,30,30,500")
+    parser.add_argument("--k", type=int, default=Design.k)
+    parser.add_argument("--seeds", type=int, default=Design.seeds)
+    parser.add_argument("--interaction", type=float, default=Design.interaction)
+    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %)")
+    args = parser.parse_args(argv)
+    problems = tuple(int(x) for x in args.problems.split(","))
+    print(f"{args.experiments} experiments per row; problems {problems}, k {args.k}, {args.seeds} seeds, "
+          f"4 methods vs {BASELINE}, ω {args.interaction}; rates in % ± Monte-Carlo se")
+    print("| run-effect sd (pp) | sd of a seed's diff (pp) | FWER Avg (Holm) | FWER any cell | per-comparison | "
+          "Δ CI coverage | accuracy CI coverage | seeds fixed: FWER | per-comparison | Δ CI coverage |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for sd in (float(x) for x in args.seed_sd.split(",")):
+        design = Design(problems=problems, k=args.k, seeds=args.seeds, seed_sd_pp=sd, interaction=args.interaction)
+        r = run(design, args.experiments)
+        cells = [r.fwer_confirmatory, r.fwer_any_cell, r.per_comparison, r.delta_coverage, r.accuracy_coverage,
+                 r.fwer_seeds_fixed, r.per_comparison_seeds_fixed, r.delta_coverage_seeds_fixed]
+        print(f"| {sd:g} | {r.seed_diff_sd:.2f} | " + " | ".join(_fmt(r, c) for c in cells) + " |")
+        if args.power:
+            mde, p = power_check(design, args.experiments)
+            print(f"  power check at sd {sd:g}: effect = the power table's MDE {mde:.2f} pp -> simulated power "
+                  f"{_fmt(p, p.power_first)} % (promised 80 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
