@@ -9,6 +9,7 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 | grpo              | uniform                                 | .2/.2        | seq_mean_tm  | 0.04  | -    |
 | dr_grpo           | uniform                                 | .2/.2        | seq_sum_norm | 0     | -    |
 | dapo              | uniform (+overlong shaping)             | .2/.28, c=10 | token_mean   | 0     | -    |
+| dapo_twin         | = dapo on seeds + 1000 (A/A twin)       | = dapo       | token_mean   | 0     | -    |
 | dapo_delta_paper  | = dapo, dynamic sampling off (named)    | .2/.28, c=10 | token_mean   | 0     | -    |
 | dapo_cf_paper     | uniform, truncated masked, no shaping   | .2/.2        | token_mean   | 0.005 | -    |
 | delta             | delta K=1, lambda .8-1.2, local stats   | = dapo       | token_mean   | 0     | no   |
@@ -92,6 +93,10 @@ class Preset:
     values, so that ``training.credit.rescoring.edited_logp`` runs only the edited suffixes."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
+    seed_offset: int = 0
+    """Added to the run's seed for every training draw (init, prompts, rollouts). An A/A twin (``dapo_twin``)
+    is its baseline trained on other seeds under the same seed ids, so the report pairs it with the baseline
+    like any method and its evaluation keeps the shared sampler seed; it must come out not significant."""
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``losses.per_token_loss`` for this preset (one place for the loop and TRL)."""
@@ -151,6 +156,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "dr_grpo": replace(_GRPO, name="dr_grpo", scale_adv_by_std=False, aggregation="seq_mean_token_sum_norm",
                        kl_beta=0.0),
     "dapo": _DAPO,
+    # A/A twin: DAPO again on seeds disjoint from dapo's (seed id s trains with s + 1000); the empirical check
+    # of the report's method test beside evaluation/report/calibrate.py's simulation
+    "dapo_twin": replace(_DAPO, name="dapo_twin", seed_offset=1000),
     # DelTA's baseline: DAPO with dynamic sampling off (run_DelTA.sh "w/o Dynamic Sampling") = our dapo.
     "dapo_delta_paper": replace(_DAPO, name="dapo_delta_paper", dynamic_sampling=False),
     "dapo_cf_paper": _DAPO_CF_PAPER,

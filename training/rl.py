@@ -536,16 +536,18 @@ def main(argv: list[str] | None = None) -> None:
     preset = get_preset(args.method, cfg.algorithms.get(args.method))
     run = Path(args.run_dir)
     run.mkdir(parents=True, exist_ok=True)
+    seed = args.seed + preset.seed_offset  # the run's label stays args.seed (an A/A twin trains on other seeds)
     if int(os.environ.get("RANK", "0")) == 0:  # under `accelerate launch` every rank runs main
-        write_manifest(run / "manifest.json", cfg, seeds={"rl": args.seed, "sft": cfg.sft.seed, "task": cfg.task.seed},
+        write_manifest(run / "manifest.json", cfg, seeds={"rl": seed, "rl_label": args.seed, "sft": cfg.sft.seed,
+                                                          "task": cfg.task.seed},
                        data_files={"train": args.train},
                        extra={"stage": "rl", "method": args.method, "preset": repr(preset), "backend": cfg.backend})
     if cfg.backend == "trl":  # the same presets inside TRL's GRPOTrainer (accelerate/DeepSpeed/vLLM)
         from training.trl_backend import train_trl
 
-        train_trl(cfg, preset, seed=args.seed, sft_dir=args.sft, train_path=args.train, run_dir=args.run_dir)
+        train_trl(cfg, preset, seed=seed, sft_dir=args.sft, train_path=args.train, run_dir=args.run_dir)
     else:
-        train(cfg, preset, seed=args.seed, sft_dir=args.sft, train_path=args.train, run_dir=args.run_dir)
+        train(cfg, preset, seed=seed, sft_dir=args.sft, train_path=args.train, run_dir=args.run_dir)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,15 @@ from common.records import FAILURE_REASONS, PHASES, REASONS  # noqa: F401  (re-e
 log = logging.getLogger(__name__)
 
 START_METHOD = "sft"
-METHOD_ORDER: tuple[str, ...] = ("sft", "grpo", "dapo", "delta", "cf")
+METHOD_ORDER: tuple[str, ...] = ("sft", "grpo", "dapo", "dapo_twin", "delta", "cf")
 METHOD_LABELS: Mapping[str, str] = {
     "sft": "SFT (start)",
     "grpo": "GRPO",
     "dapo": "DAPO",
+    "dapo_twin": "DAPO twin (A/A)",
     "delta": "DelTA",
     "cf": "CF",
+    "cf_random": "cf_random (control)",
 }
 AVG = "Avg"
 TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures", "power")
@@ -130,7 +132,7 @@ def order_benchmarks(available: Sequence[str], preferred: Sequence[str] = ()) ->
 
 
 def sort_methods(methods: Sequence[str] | set[str]) -> list[str]:
-    """Known methods in paper order (sft, grpo, dapo, delta, cf), then the rest alphabetically."""
+    """Known methods in paper order (sft, grpo, dapo, its A/A twin, delta, cf), then the rest alphabetically."""
     known = [m for m in METHOD_ORDER if m in methods]
     return known + sorted(m for m in methods if m not in METHOD_ORDER)
 

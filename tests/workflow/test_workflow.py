@@ -132,6 +132,19 @@ def test_dag_writes_tables_figures_and_manifests(undisturbed):
         assert f'"{key}"' in manifest
 
 
+def test_the_ab_twin_is_dapo_on_other_seeds_under_the_same_seed_id(undisturbed):
+    """dapo_twin trains with seed id 1 + 1000 (its manifest says so) and so differs from dapo's run, while the
+    report pairs it with dapo's seed 1 like any method."""
+    twin = json.loads((undisturbed / "runs" / "dapo_twin" / "seed1" / "manifest.json").read_text())
+    dapo = json.loads((undisturbed / "runs" / "dapo" / "seed1" / "manifest.json").read_text())
+    assert (twin["seeds"]["rl"], twin["seeds"]["rl_label"], dapo["seeds"]["rl"]) == (1001, 1, 1)
+    rewards = [[json.loads(r)["reward_mean"] for r in (undisturbed / "runs" / m / "seed1" / "metrics.jsonl")
+                .read_text().splitlines()] for m in ("dapo", "dapo_twin")]
+    assert rewards[0] != rewards[1]  # other prompts and rollouts
+    sig = pd.read_csv(undisturbed / "tables" / "significance.csv")
+    assert "dapo_twin" in set(sig["method"])
+
+
 def test_snakemake_config_overrides_reach_the_python_jobs(undisturbed):
     """`--config output_dir=...` (and any other override) is what the jobs read, not the original YAML."""
     (resolved,) = (undisturbed / "configs").glob("*.yaml")
