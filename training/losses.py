@@ -174,15 +174,17 @@ def token_mean_normaliser(
     mini_batch_tokens: float,
     micro_batch_tokens: float,
     mini_batches: int,
-    micro_batches: int,
+    mini_batch_rows: int,
+    micro_batch_rows: int,
 ) -> float:
     """``num_tokens`` of :func:`aggregate` (``token_mean``) for one micro-batch of one mini-batch.
 
     - ``mini_batch``: the mini-batch's exact valid-token count; micro-batching never changes the loss
       (creditbench's native default: the unbiased token mean of each optimizer step).
-    - ``micro_batch``: the micro-batch's own count x the number of micro-batches: verl's (and
-      verl-DelTA's ``update_policy``) per-micro-batch ``masked_mean`` / gradient-accumulation steps; the
-      result depends on how rows fall into micro-batches.
+    - ``micro_batch``: the micro-batch's own count x mini_batch_rows / micro_batch_rows: verl's (and
+      verl-DelTA's ``update_policy``) per-micro-batch ``masked_mean`` times its rows / the configured
+      mini-batch rows (``use_dynamic_bsz``, as ``run_DelTA.sh``; = 1 / gradient-accumulation steps when the
+      micro-batches are equal, verl's other path); the result depends on how rows fall into micro-batches.
     - ``step_mean``: the rollout batch's tokens / mini_batches, TRL 1.16 ``_compute_loss`` for
       ``loss_type="dapo"`` (``num_items_in_batch`` x grad_accum / steps_per_generation): every optimizer
       step is divided by the mean tokens per step, not by its own count.
@@ -192,7 +194,7 @@ def token_mean_normaliser(
     if mode == "mini_batch":
         return mini_batch_tokens
     if mode == "micro_batch":
-        return micro_batch_tokens * micro_batches
+        return micro_batch_tokens * mini_batch_rows / micro_batch_rows
     if mode == "step_mean":
         return batch_tokens / max(mini_batches, 1)
     raise ValueError(f"unknown token-mean normaliser {mode!r}; valid: {TOKEN_MEAN_NORMALISERS}")

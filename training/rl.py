@@ -449,7 +449,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             if held is not None:  # folded: the micro-batches the forward already ran, in its (peeked) order
                 order = held.order
             stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
-            mini_slices = list(chunked(len(order), -(-len(order) // rl.mini_batches)))
+            mini_rows = -(-len(order) // rl.mini_batches)  # verl's ppo_mini_batch_size (last one may be smaller)
+            mini_slices = list(chunked(len(order), mini_rows))
             for mb in mini_slices:
                 idx_mb = order[mb]
                 micro_slices = list(chunked(len(idx_mb), rl.micro_batch_size))
@@ -460,7 +461,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                     num_tokens = losses.token_mean_normaliser(
                         preset.token_mean_normaliser, batch_tokens=float(loss_mask.sum()),
                         mini_batch_tokens=float(loss_mask[idx_mb].sum()), micro_batch_tokens=float(loss_mask[i].sum()),
-                        mini_batches=len(mini_slices), micro_batches=len(micro_slices))
+                        mini_batches=len(mini_slices), mini_batch_rows=mini_rows, micro_batch_rows=len(i))
                     logp = held.logps.pop(0) if held is not None else forward_logp(
                         model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])[0]
                     per_token, kl = losses.per_token_loss(

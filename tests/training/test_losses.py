@@ -117,7 +117,7 @@ def test_token_mean_normalisers_native_verl_trl():
                 i = rows[k * 2:(k + 1) * 2]
                 n = token_mean_normaliser(mode, batch_tokens=total, mini_batch_tokens=float(mask[mb].sum()),
                                           micro_batch_tokens=float(mask[i].sum()), mini_batches=len(minis),
-                                          micro_batches=micros)
+                                          mini_batch_rows=4, micro_batch_rows=len(i))
                 step += aggregate(loss[i], mask[i], "token_mean", num_tokens=n, num_seqs=2).item()
             out.append(step)
         return out
@@ -135,10 +135,33 @@ def test_token_mean_normalisers_native_verl_trl():
     assert ours("micro_batch") == pytest.approx(want_verl, rel=1e-12)
     assert ours("step_mean") == pytest.approx(want_trl, rel=1e-12)
     assert want_native != pytest.approx(want_verl) and want_native != pytest.approx(want_trl)  # the fixture tells
-    one = dict(batch_tokens=7.0, mini_batch_tokens=7.0, micro_batch_tokens=7.0, mini_batches=1, micro_batches=1)
+    one = dict(batch_tokens=7.0, mini_batch_tokens=7.0, micro_batch_tokens=7.0, mini_batches=1,
+               mini_batch_rows=3, micro_batch_rows=3)
     assert {token_mean_normaliser(m, **one) for m in TOKEN_MEAN_NORMALISERS} == {7.0}
     with pytest.raises(ValueError, match="valid"):
         token_mean_normaliser("bogus", **one)  # type: ignore[arg-type]
+
+
+def test_token_mean_micro_batch_matches_verl_dynamic_bsz_for_unequal_micro_batches():
+    """``micro_batch`` on micro-batches of 2 / 5 / 9 rows (one mini-batch of 16) against a port of
+    verl-DelTA ``update_policy`` with ``use_dynamic_bsz=True`` (``run_DelTA.sh``): each micro-batch's
+    ``masked_mean`` times its rows / ``ppo_mini_batch_size``, summed over the micro-batches (issue 27 item 3)."""
+    g = torch.Generator().manual_seed(5)
+    loss = torch.randn(16, 7, generator=g, dtype=torch.float64)
+    lengths = torch.randint(1, 8, (16,), generator=g)
+    mask = (torch.arange(7)[None] < lengths[:, None]).double()
+    micros = [slice(0, 2), slice(2, 7), slice(7, 16)]
+    want = sum(float((loss[i] * mask[i]).sum() / mask[i].sum()) * (i.stop - i.start) / 16 for i in micros)
+    got = 0.0
+    for i in micros:
+        n = token_mean_normaliser("micro_batch", batch_tokens=float(mask.sum()), mini_batch_tokens=float(mask.sum()),
+                                  micro_batch_tokens=float(mask[i].sum()), mini_batches=1, mini_batch_rows=16,
+                                  micro_batch_rows=i.stop - i.start)
+        got += aggregate(loss[i], mask[i], "token_mean", num_tokens=n, num_seqs=float(i.stop - i.start)).item()
+    assert got == pytest.approx(want, rel=1e-12)
+    # 1 / (number of micro-batches) per micro-batch (the switch before issue 27) is another loss here
+    thirds = sum(float((loss[i] * mask[i]).sum() / mask[i].sum()) / 3 for i in micros)
+    assert abs(thirds - want) > 1e-3
 
 
 def test_w_reinforce_matches_rlvr_decomposed():

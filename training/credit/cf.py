@@ -32,7 +32,7 @@ Departures from the reference code (why in brackets):
   the response (EOS included when it is a response token). The reference sums to the padded length, so
   predictions of pad tokens after EOS enter S in its batched path [pad predictions are noise].
   If that region is empty (e.g. the completion stops at the marker) or there is no marker, the row uses
-  the reference's batched fallback: importance 0.5 on every completion token.
+  the reference's batched fallback: importance 0.5 on the reasoning region, 0 after it.
 - Arithmetic operators are ``+ - × * / ÷`` and the LaTeX words ``\\times``, ``\\div``. The reference's
   character class ``[+\\-×*/÷\\\\times\\\\div]`` admits single letters (t, i, m, e, s, d, v) and a bare
   backslash instead, and so never matches ``3 \\times 4 = 12`` [evident intent].
@@ -213,10 +213,22 @@ def token_pieces(ids: Sequence[int], tokenizer: Any, cache: dict[int, str] | Non
     return [cache[i] for i in ids]
 
 
+def reference_scan_length(padded: Sequence[int], tokenizer: Any, pad_id: int | None,
+                          pieces_cache: dict[int, str] | None = None) -> int:
+    """How far the reference's ``detect_calculation_spans`` may scan the padded response before its markers:
+    to the first token whose text is the pad token's, not to EOS (so with pad != EOS it runs on past EOS);
+    with no pad id, or pad id 0 (its ``if tokenizer.pad_token_id`` is false), to the end of the padded row."""
+    if not pad_id:
+        return len(padded)
+    pad_text = token_pieces([pad_id], tokenizer, pieces_cache)[0]
+    texts = token_pieces(padded, tokenizer, pieces_cache)
+    return next((i for i, t in enumerate(texts) if t == pad_text), len(padded))
+
+
 def reference_detection_end(pieces: Sequence[str]) -> int:
-    """Where the reference's ``detect_calculation_spans`` stops scanning: the first token that strips to
-    'Final'/'final' followed by one that strips to 'Answer'/'answer'/'answer:', or to '####'; else the end.
-    (Its pad-string stop is the end of ``pieces``, which are cut at the first EOS/pad id.)"""
+    """Where the reference's ``detect_calculation_spans`` stops scanning ``pieces`` (cut at its pad stop,
+    :func:`reference_scan_length`): the first token that strips to 'Final'/'final' followed by one that
+    strips to 'Answer'/'answer'/'answer:', or to '####'; else the end."""
     for i, piece in enumerate(pieces):
         tok = piece.strip()
         if tok in REFERENCE_STOP_FIRST and i + 1 < len(pieces) and pieces[i + 1].strip() in REFERENCE_STOP_SECOND:
@@ -237,14 +249,17 @@ def cf_spans(
     min_length: int = 5,
     max_length: int = 50,
     pieces_cache: dict[int, str] | None = None,
+    padded: Sequence[int] | None = None,
+    pad_id: int | None = None,
 ) -> CFSpans:
     """Regions and counterfactual spans of one completion (response token ids, no padding needed).
 
     ``stop_ids`` (EOS, pad) end the clean completion; the answer marker is searched before it.
     ``span_stop="marker"``: spans are detected in the reasoning region only (ours); ``"reference"``: the
-    scan runs to :func:`reference_detection_end` (past a ``\\boxed{`` marker) and spans ending after the
-    reasoning end are then dropped, as the reference (caps count the dropped spans too).
-    ``reasoning_cap``: the reasoning end is at most this (reference: seq_len - 1), or None.
+    scan runs over ``padded`` (the right-padded response row; default ``ids``) up to the pad token
+    (:func:`reference_scan_length`, past EOS when pad != EOS) and then :func:`reference_detection_end` (past a
+    ``\\boxed{`` marker), and spans ending after the reasoning end are dropped, as the reference (caps count
+    the dropped spans too). ``reasoning_cap``: the reasoning end is at most this (reference: seq_len - 1).
     ``pieces_cache``: see :func:`token_pieces`. min/max_length are the reference's constants (5, 50).
     """
     if span_stop not in SPAN_STOPS:
@@ -256,7 +271,13 @@ def cf_spans(
     answer_start = find_answer_start(pieces)
     regions = CFSpans(clean_end=clean_end, answer_start=answer_start, spans=(), kinds=(), reasoning_cap=reasoning_cap)
     reasoning_end = regions.reasoning_end
-    scan_end = reasoning_end if span_stop == "marker" else reference_detection_end(pieces)
+    if span_stop == "reference":
+        row = ids if padded is None else [int(i) for i in padded]
+        pieces = token_pieces(row[: reference_scan_length(row, tokenizer, pad_id, pieces_cache)], tokenizer,
+                              pieces_cache)
+        scan_end = reference_detection_end(pieces)
+    else:
+        scan_end = reasoning_end
     found = detect_spans(pieces, scan_end, max_spans=max_spans, min_length=min_length, max_length=max_length)
     found = [x for x in found if x[1] <= reasoning_end]
     return replace(regions, spans=tuple((s, e) for s, e, _ in found), kinds=tuple(k for _, _, k in found))
@@ -398,11 +419,12 @@ def cf_with_spans(
     """:func:`cf` plus one :class:`CFSpanRecord` per scored span (empty when skipped or ``mode="random"``).
 
     ``mode``: "counterfactual", "inverted" (reversed signal ablation) or "random" (imp ~ U(0,1) control).
-    ``span_stop`` (:func:`cf_spans`), ``fallback`` ("batched": importance 0.5 for rows CF cannot score, the
-    reference's batched path; "sequential": :func:`_sequential_fallback`), ``cap_reasoning_end`` (reasoning
-    end <= R - 1, the reference's seq_len - 1 cap), ``span_drop`` (:func:`importance_from_drops`) select
-    the reference's behaviours (``training/ALGORITHMS.md``, CF departures). ``skip_zero_advantage``: rows
-    with A_i = 0 run no counterfactual forward and get w = 1 (exact for the loss when w multiplies the
+    ``span_stop`` (:func:`cf_spans`), ``fallback`` ("batched": importance 0.5 on the reasoning region of rows
+    CF cannot score, the reference's batched path; "sequential": :func:`_sequential_fallback`),
+    ``cap_reasoning_end`` (reasoning end <= R - 1, the reference's seq_len - 1 cap, in both fallbacks),
+    ``span_drop`` (:func:`importance_from_drops`) select the reference's behaviours
+    (``training/ALGORITHMS.md``, CF departures). ``skip_zero_advantage``: completions with A_i = 0 in every
+    copy run no counterfactual forward and get w = 1 (exact for the loss when w multiplies the
     policy-gradient term only, or beta = 0: their surrogate is 0 for every w). ``max_rows_per_call`` caps
     the rows of one ``logp_fn`` call (None: all counterfactual rows of the batch in one call).
     """
@@ -437,7 +459,9 @@ def cf_with_spans(
         key_of.append(key)
         if key not in info:
             sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans, span_stop=span_stop,
-                          reasoning_cap=R - 1 if cap_reasoning_end else None, pieces_cache=pieces)
+                          reasoning_cap=R - 1 if cap_reasoning_end else None, pieces_cache=pieces,
+                          padded=ids[b].tolist() if span_stop == "reference" else None,
+                          pad_id=batch.pad_token_id)
             info[key] = (b, sp, token_pieces(resp[: sp.clean_end], batch.tokenizer, pieces))
 
     # 3. counterfactual scores: for each unique row, the unmasked completion and one row per span
@@ -448,7 +472,9 @@ def cf_with_spans(
 
     rows: list[tuple[int, Tensor, int, int]] = []  # (source row, response ids, first edit, first scored)
     plan: dict[tuple, tuple[int, int]] = {}  # key -> (first row index, number of rows)
-    skipped = {key for key, (b, _, _) in info.items() if skip_zero_advantage and float(adv[b]) == 0.0}
+    # skip a completion only if every copy has A = 0 (the same prompt may sit in two groups of the batch)
+    scored_keys = {key_of[b] for b in range(B) if float(adv[b]) != 0.0}
+    skipped = set(info) - scored_keys if skip_zero_advantage else set()
     if mode != "random":
         for key, (b, sp, _) in info.items():
             if not sp.spans or score_positions(b, sp) is None or key in skipped:
@@ -486,8 +512,9 @@ def cf_with_spans(
             imp[: sp.reasoning_end] = reasoning
         elif fallback == "sequential":  # no spans / no answer tokens: reference sequential path
             imp = _sequential_fallback(sp, scored=False)
-        else:  # no spans / no answer tokens: reference batched fallback
-            imp = torch.full((sp.clean_end,), 0.5, dtype=torch.float64)
+        else:  # no spans / no answer tokens: reference batched fallback, 0.5 on the reasoning region, 0 after
+            imp = torch.zeros(sp.clean_end, dtype=torch.float64)
+            imp[: sp.reasoning_end] = 0.5
         weights[key] = soft_weights(
             imp, pieces, sp.answer_start, n_valid[b],
             boost=boost, min_weight=min_weight, answer_weight=answer_weight, conserve=conserve,
