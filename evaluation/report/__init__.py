@@ -12,13 +12,14 @@ from one pandas DataFrame that feeds Markdown, LaTeX (booktabs) and CSV. Benchma
 registry kind (``evaluation.benchmarks``; unregistered names count as math), like the CF paper:
 
 ``main``          avg@k (%) per method on the math sets (incl. synthetic, without GSM8K) plus ``Avg``
-                  weighted by problem count (DelTA §1.8 convention), mean ± sd over seeds, 95 % bootstrap
-                  CI over problems, Δ vs the baseline, bold where significant vs the baseline (Holm). Every
-                  ``Avg`` of the report (learning curves, significance, time-to-target, figures) is over these.
-``significance``  paired test of each method against the baseline over problems × samples × seeds:
-                  paired percentile bootstrap over problems (stratified by benchmark) and a sign-flip
-                  permutation test over problems; seeds are paired by seed id, samples are averaged
-                  (they are not paired); Holm-adjusted permutation p per scope; optional claimed gain.
+                  weighted by problem count (DelTA §1.8 convention), mean ± sd over seeds, 95 % CI with
+                  seeds and problems random, Δ vs the baseline, bold where the method test holds (Holm);
+                  the footer says what the design can detect (power). Every ``Avg`` of the report
+                  (learning curves, significance, time-to-target, figures) is over these.
+``significance``  each method vs the baseline, two questions: *method* (seeds random: crossed seed ×
+                  problem random-effects t test; Avg confirmatory with Holm over methods, benchmark cells
+                  exploratory with Holm over the whole table) and *checkpoints* (seeds fixed: paired
+                  bootstrap and sign-flip permutation over problems, Holm per scope); claimed gains.
 ``learning``      eval accuracy per method and step (mean ± sd over seeds) and training accuracy.
 ``wallclock``     mean step time per phase (means: checkpointing runs every N steps only), overhead vs
                   baseline, tokens/s (generated / rollout s, trained / update s), peak memory, and the
@@ -27,13 +28,15 @@ registry kind (``evaluation.benchmarks``; unregistered names count as math), lik
 ``power``         minimum detectable difference vs the baseline at the run's n problems × k samples × seeds
                   and the problems / seeds needed for a 2-point difference, from the run's variances
                   (``power``: variance model and formulas).
+``rliable``       interquartile mean over runs × problems and probability of improvement over the
+                  baseline, stratified bootstrap over runs (``aggregates``; Agarwal et al. 2021).
 ``code``          (code sets) MBPP+ / HumanEval+ base and plus pass@1.
 ``ood``           (multiple-choice sets) avg@k as in ``main``.
 ``gsm8k``         (when GSM8K is evaluated) avg@k as in ``main``.
 ``audit``         (math ``.samples.jsonl`` present) verdicts that change when the final checkpoint's
                   samples are re-graded with Math-Verify, per method × benchmark, with examples.
 
-The first six are always written; the last four only when they apply (stale ones are removed).
+The first seven are always written; the last four only when they apply (stale ones are removed).
 HTML (one standalone page per table, for ``snakemake --report``) shows the Markdown cells. CSV holds
 numbers only (4 decimals, ints as ints, empty for missing); provenance (k, samples, seeds, grader
 version, data sha256, manifest ids, git commit) is a footer in Markdown, LaTeX and HTML and the full
@@ -47,6 +50,7 @@ import json
 import logging
 from pathlib import Path
 
+from evaluation.report.aggregates import rliable_table
 from evaluation.report.diagnostics import audit_table, failures_table
 from evaluation.report.load import (
     AVG,
@@ -100,7 +104,8 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
     footer = footer_text(prov)
     groups = benchmark_groups(order_benchmarks(res.benchmarks, opts.benchmarks))
     significance = significance_table(res, opts, footer)
-    main = main_table(res, opts, footer_text(prov, groups["main"]), significance)
+    power = power_table(res, opts, footer_text(prov, groups["main"]))
+    main = main_table(res, opts, footer_text(prov, groups["main"]), significance, power)
     learning = learning_table(res, opts, footer)
     tables = {
         "main": main,
@@ -108,7 +113,8 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
         "failures": failures_table(res, footer),
-        "power": power_table(res, opts, footer_text(prov, groups["main"])),
+        "power": power,
+        "rliable": rliable_table(res, opts, footer_text(prov, groups["main"])),
     }
     if "code" in groups:
         tables["code"] = code_table(res, opts, footer_text(prov, groups["code"]), groups["code"], significance)

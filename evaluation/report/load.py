@@ -28,7 +28,9 @@ METHOD_LABELS: Mapping[str, str] = {
     "cf_random": "cf_random (control)",
 }
 AVG = "Avg"
-TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures", "power")
+TARGET_PP = 2.0
+"""The difference (pp) the power table and the main table's design note plan for."""
+TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures", "power", "rliable")
 FORMATS: tuple[str, ...] = ("md", "tex", "csv", "html")
 EXTRA_KEYS: tuple[str, ...] = ("pass_at_k", "maj_at_k", "base_pass_at_1", "plus_pass_at_1")
 OPTIONAL_TABLES: tuple[str, ...] = ("code", "ood", "gsm8k", "audit")

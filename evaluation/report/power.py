@@ -44,13 +44,20 @@ from scipy.optimize import brentq
 from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
-from evaluation.report.load import AVG, ReportOptions, Results, main_benchmarks, order_benchmarks, sort_methods
+from evaluation.report.load import (
+    AVG,
+    TARGET_PP,
+    ReportOptions,
+    Results,
+    main_benchmarks,
+    order_benchmarks,
+    sort_methods,
+)
 from evaluation.report.render import Column, Table
 from evaluation.report.stats import CrossedAnova, _final_records, crossed_anova, seeds_random_variance
 from evaluation.report.tables import _label
 
 POWER = 0.8
-TARGET_PP = 2.0
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from evaluation.report.load import (
     AVG,
     METHOD_LABELS,
     PHASES,
+    TARGET_PP,
     EvalRecord,
     ReportOptions,
     Results,
@@ -71,10 +73,43 @@ INTERVAL_RULE = ("CI: seeds and problems random (crossed random-effects t interv
                  "seeds; with 1 seed a bootstrap over problems, conditional on that seed")
 
 
-def main_table(res: Results, opts: ReportOptions, footer: str, significance: Table | None = None) -> Table:
-    """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``."""
+def main_table(res: Results, opts: ReportOptions, footer: str, significance: Table | None = None,
+               power: Table | None = None) -> Table:
+    """DelTA-style table on the math sets (``main_benchmarks``); see ``accuracy_table``. With ``power`` the
+    note says what the design can detect (``design_note``)."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
-    return accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
+    table = accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
+    if power is None:
+        return table
+    note = " ".join(x for x in (table.note, design_note(power.data, opts)) if x)
+    return replace(table, note=note)
+
+
+def _span(values: Sequence[float], digits: int = 1) -> str:
+    """``a`` or ``a-b`` of the finite values, rounded."""
+    finite = sorted(float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if not finite:
+        return "?"
+    lo, hi = _fmt_float(finite[0], digits), _fmt_float(finite[-1], digits)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def design_note(power: pd.DataFrame, opts: ReportOptions) -> str:
+    """What the design can detect with seeds random, from the power table (its MDE and seeds for 2 pp)."""
+    if power.empty:
+        return ""
+    seeds, n = int(power["seeds"].max()), int(power["n"].max())
+    if seeds < 2:
+        return (f"Design: {seeds} seed × {n} problems; a verdict about a method needs ≥ 2 seeds (these tests are about "
+                f"these checkpoints only; power.md).")
+    need = [v for v in power["seeds_for_target"] if v != "not reachable"]
+    seeds_text = _span(need, 0) if need else "no number of"
+    return (f"Design: {seeds} seeds × {n} problems × k {power['k'].iloc[0]}: the method test vs "
+            f"{_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
+            f"({_span(power['mde_seeds_random_holm'])} pp at Holm's first step); a {TARGET_PP:g} pp difference needs "
+            f"{seeds_text} seeds at these problems (power.md). A smaller true difference is mostly reported as no "
+            "difference.")
+
 
 
 ACCURACY_TITLES: Mapping[str, str] = {

@@ -96,7 +96,7 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
     figures = sorted(p.name for p in (first / "figures").iterdir())
     stems = ["accuracy_vs_step", "accuracy_vs_wallclock", "heatmap_delta", "step_time_phases"]
     assert figures == sorted(f"{s}.{ext}" for s in stems for ext in ("pdf", "png"))
-    assert len(names) == 6 * 4 + 1 + 8  # md/tex/csv/html; no code/ood/gsm8k/audit without such benchmarks
+    assert len(names) == 7 * 4 + 1 + 8  # md/tex/csv/html; no code/ood/gsm8k/audit without such benchmarks
     for rel in names:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
     tables = first / "tables"

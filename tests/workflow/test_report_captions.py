@@ -23,7 +23,7 @@ def test_report_opens_with_the_experiment_and_the_main_table():
     config = yaml.safe_load((REPO / "config" / "experiments" / "ci.yaml").read_text())
     text = _render("workflow.rst", config=config)
     assert text.lstrip().startswith("**Experiment ci.**")
-    assert "grpo, dapo, delta, cf is trained for 4 RL steps" in text and "seeds 1," in text
+    assert "grpo, dapo, dapo_twin, delta, cf is trained for 4 RL steps" in text and "seeds 1," in text
     assert "k = 2 samples" in text and "main.html_" in text
 
 
