@@ -25,12 +25,19 @@ import numpy as np
 from common.config import load_config
 from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
-from evaluation.grading import GRADER_VERSION, Verdict, grade, grade_many
+from evaluation.grading import GRADER_VERSION, Verdict, equivalent, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_pass_at_k
 from evaluation.templates import render, stop_strings
 
 if TYPE_CHECKING:  # torch is imported only where a model is loaded: scoring jobs stay light
     from evaluation.generation import SamplingParams
+
+
+def _same_answer(bench, timeout_s: float):
+    """maj@k's equivalence of two extracted answers: the checker's for math sets, string equality otherwise."""
+    if bench.kind != "math":
+        return None
+    return lambda a, b: equivalent(a, b, dataset=bench.grader_rule, timeout_s=timeout_s)
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
@@ -150,7 +157,8 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
     summary = {
         "benchmark": benchmark, "n_problems": len(problems), "k": k, "n_samples": int(arr.size),
         "avg_at_k": avg_at_k(arr), "ci95": [lo, hi], "pass_at_k": mean_pass_at_k(arr, k),
-        "maj_at_k": maj_at_k(answers, arr), "problem_ids": [p.id for p in problems],
+        "maj_at_k": maj_at_k(answers, arr, same=_same_answer(bench, grader_timeout_s)),
+        "problem_ids": [p.id for p in problems],
         "per_problem_correct": arr.tolist(), "reasons": dict(sorted(reasons.items())),
         "grader_version": GRADER_VERSION, "template": template,
         "mean_response_tokens": float(np.mean([r.get("tokens", 0) for r in records])) if records else 0.0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +37,8 @@ def avg_at_k(correct: np.ndarray, k: int | None = None) -> float:
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k = 1 - C(n-c, k) / C(n, k) for one problem with n samples, c correct."""
     _check_k(n, k, "pass")
+    if not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n correct samples, got c={c}, n={n}")
     if n - c < k:
         return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
@@ -55,6 +57,8 @@ def g_pass_at_k(n: int, c: int, k: int, tau: float) -> float:
     the probability that all k are correct, a small tau approaches pass@k.
     """
     _check_k(n, k, "G-Pass")
+    if not 0 <= c <= n:
+        raise ValueError(f"G-Pass@k needs 0 <= c <= n correct samples, got c={c}, n={n}")
     if not 0.0 < tau <= 1.0:
         raise ValueError(f"G-Pass@k needs 0 < tau <= 1, got {tau}")
     need = math.ceil(tau * k - 1e-12)
@@ -67,6 +71,24 @@ def mean_g_pass_at_k(correct: np.ndarray, k: int, tau: float) -> float:
     return float(np.mean([g_pass_at_k(row.size, int(row.sum()), k, tau) for row in correct]))
 
 
+def _classes(answers: Sequence[str | None], same: Callable[[str, str], bool] | None) -> list[str | None]:
+    """Each answer replaced by the first earlier answer it is ``same`` as (its class representative)."""
+    if same is None:
+        return list(answers)
+    reps: list[str] = []
+    out: list[str | None] = []
+    for a in answers:
+        if a is None:
+            out.append(None)
+            continue
+        rep = next((r for r in reps if r == a or same(a, r)), None)
+        if rep is None:
+            reps.append(a)
+            rep = a
+        out.append(rep)
+    return out
+
+
 def _vote(answers: Sequence[str | None], correct: Sequence[int]) -> float:
     """1.0 when the most frequent non-None answer is correct (ties: the one seen first; all None: 0)."""
     votes = Counter(a for a in answers if a is not None)
@@ -77,15 +99,18 @@ def _vote(answers: Sequence[str | None], correct: Sequence[int]) -> float:
     return float(correct[first[winner]])
 
 
-def maj_at_k(answers: Sequence[Sequence[str | None]], correct: np.ndarray, k: int | None = None) -> float:
+def maj_at_k(answers: Sequence[Sequence[str | None]], correct: np.ndarray, k: int | None = None,
+             same: Callable[[str, str], bool] | None = None) -> float:
     """Majority vote over extracted answers per problem (ties: first seen in sample order; None never wins).
 
+    ``same`` (e.g. ``evaluation.grading.equivalent``) groups answers into equivalence classes before the
+    vote, so ``1/2`` and ``0.5`` vote together; without it answers vote as strings.
     ``k`` None or n: one vote over all n samples. ``k`` < n: the mean vote over every k-subset (samples
     keep their order within a subset), the maj@k analogue of the unbiased pass@k.
     """
     hits = []
     for row_answers, row_correct in zip(answers, np.asarray(correct)):
-        row_answers, row_correct = list(row_answers), list(row_correct)
+        row_answers, row_correct = _classes(list(row_answers), same), list(row_correct)
         n = len(row_answers)
         _check_k(n, k, "maj")
         if k is None or k == n:

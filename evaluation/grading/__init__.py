@@ -182,6 +182,24 @@ def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: fl
     return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
 
 
+def equivalent(answer: str, other: str, *, dataset: str | None = None, timeout_s: float = 5.0) -> bool:
+    """Whether two extracted answers are the same under the checker's conventions (``other`` read as the gold),
+    so that maj@k votes on equivalence classes (``1/2`` and ``0.5``), not on strings."""
+    _check_args(dataset, timeout_s)
+    if answer == other:
+        return True
+    try:
+        g = _prepare_gold(other, dataset)
+        if len(answer) > _MAX_LEN or len(g) > _MAX_LEN:
+            return False
+        reason = _fast_verdict(answer, g, dataset)
+    except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
+        return False
+    if reason is None:
+        reason = _slow_in_worker(answer, g, dataset, timeout_s)
+    return reason == "correct"
+
+
 def grade_many(
     pairs: Sequence[tuple[str, str]],
     *,
@@ -205,6 +223,6 @@ def reward(responses: Sequence[str], golds: Sequence[str], *, timeout_s: float =
     return [float(v.correct) for v in verdicts]
 
 
-__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "extract_answer", "grade", "grade_many",
+__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "equivalent", "extract_answer", "grade", "grade_many",
            "last_boxed", "reward"]
 

@@ -108,3 +108,20 @@ def test_bootstrap_ci_is_deterministic_per_seed_and_brackets_the_mean() -> None:
 
 def test_weighted_average_weights_by_problem_count() -> None:
     assert M.weighted_average([10.0, 40.0], [3, 1]) == pytest.approx(17.5)
+
+
+def test_maj_at_k_votes_on_the_checkers_equivalence_classes() -> None:
+    from evaluation.grading import equivalent
+
+    answers, correct = [["1/2", "0.5", "\\frac{1}{2}", "3", "3"]], np.array([[1, 1, 1, 0, 0]])
+    assert M.maj_at_k(answers, correct) == 0.0  # as strings "3" wins 2 to 1
+    assert M.maj_at_k(answers, correct, same=equivalent) == 1.0  # as values one half wins 3 to 2
+    assert equivalent("0.5", "1/2") and not equivalent("0.333", "1/3")
+
+
+@pytest.mark.parametrize("c", [-1, 5])
+def test_pass_and_g_pass_reject_impossible_counts(c: int) -> None:
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        M.pass_at_k(4, c, 2)
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        M.g_pass_at_k(4, c, 2, 0.5)
