@@ -19,8 +19,11 @@ importance g_t (``training.credit.importance`` exact on the synthetic task, or M
   counted fractionally, the expectation over random tie breaks) that are top tokens by |g|
   (:func:`top_overlap`), so credit equal to g scores 1 and uniform weights the chance level.
 
-Intervals: percentile bootstrap, seeds resampled and then responses within each seed (two-stage
-bootstrap for clustered data, Davison & Hinkley 1997 §3.8).
+Intervals: percentile bootstrap, seeds resampled and then prompt groups within each seed, each drawn
+group with all its responses (two-stage bootstrap for clustered data, Davison & Hinkley 1997 §3.8): the
+responses of one prompt share its advantage baseline and are correlated, so resampling them one by one
+made the intervals too narrow (89-91 % coverage at intra-group correlation .16-.30). With one seed the
+interval is conditional on that seed.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class ResponseFidelity:
     mass_total: float
     n_tokens: int
     n_decisive: int
+    group: Any = None
+    """The response's prompt group within its seed (GRPO's unit of advantage; None: its own group)."""
 
 
 def effective_credit(preset: Any, advantages: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor,
@@ -108,18 +113,20 @@ def top_overlap(credit: Sequence[float], importance: Sequence[float], fraction: 
 
 
 def response_fidelity(seed: int, credit: Sequence[float], importance: Sequence[float],
-                      fraction: float = TOP_FRACTION) -> ResponseFidelity:
+                      fraction: float = TOP_FRACTION, group: Any = None) -> ResponseFidelity:
     """All metrics of one response (its valid tokens only)."""
     c, g = np.asarray(credit, dtype=float), np.asarray(importance, dtype=float)
     decisive = g != 0
     return ResponseFidelity(seed=seed, rho=spearman(c, g), overlap=top_overlap(c, g, fraction),
                             mass_decisive=float(np.abs(c[decisive]).sum()), mass_total=float(np.abs(c).sum()),
-                            n_tokens=len(g), n_decisive=int(decisive.sum()))
+                            n_tokens=len(g), n_decisive=int(decisive.sum()), group=group)
 
 
 def batch_fidelity(seed: int, credit: torch.Tensor, importance: Sequence[Sequence[float]], mask: torch.Tensor,
-                   advantages: torch.Tensor, fraction: float = TOP_FRACTION) -> list[ResponseFidelity]:
-    """One record per response with A != 0 and a non-empty loss mask; importance[i] covers its valid tokens."""
+                   advantages: torch.Tensor, fraction: float = TOP_FRACTION,
+                   groups: Sequence[Any] | None = None) -> list[ResponseFidelity]:
+    """One record per response with A != 0 and a non-empty loss mask; importance[i] covers its valid tokens;
+    ``groups[i]`` is row i's prompt group (the bootstrap's unit within a seed)."""
     out = []
     for i, g in enumerate(importance):
         keep = mask[i] > 0
@@ -128,7 +135,7 @@ def batch_fidelity(seed: int, credit: torch.Tensor, importance: Sequence[Sequenc
         n = len(g)
         c = credit[i, :n][keep[:n]].tolist()
         g_kept = [v for v, k in zip(g, keep[:n].tolist()) if k]
-        out.append(response_fidelity(seed, c, g_kept, fraction))
+        out.append(response_fidelity(seed, c, g_kept, fraction, None if groups is None else groups[i]))
     return out
 
 
@@ -148,18 +155,22 @@ def statistics_of(records: Sequence[ResponseFidelity]) -> dict[str, float | None
 
 def bootstrap(records: Sequence[ResponseFidelity], *, n_boot: int, seed: int,
               level: float = 0.95) -> dict[str, tuple[float | None, float | None]]:
-    """Percentile intervals of :func:`statistics_of`: seeds resampled, then responses within each."""
-    by_seed: dict[int, list[ResponseFidelity]] = {}
-    for r in records:
-        by_seed.setdefault(r.seed, []).append(r)
-    seeds = sorted(by_seed)
+    """Percentile intervals of :func:`statistics_of`: seeds resampled (when there are several), then prompt
+    groups within each seed, every drawn group with all its responses."""
+    by_seed: dict[int, dict[Any, list[ResponseFidelity]]] = {}
+    for i, r in enumerate(records):
+        by_seed.setdefault(r.seed, {}).setdefault(("row", i) if r.group is None else r.group, []).append(r)
+    clusters = {s: list(groups.values()) for s, groups in sorted(by_seed.items())}
+    seeds = list(clusters)
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {}
     for _ in range(n_boot if records else 0):
         sample: list[ResponseFidelity] = []
-        for s in rng.choice(len(seeds), size=len(seeds), replace=True):
-            pool = by_seed[seeds[s]]
-            sample += [pool[j] for j in rng.integers(0, len(pool), size=len(pool))]
+        drawn = rng.choice(len(seeds), size=len(seeds), replace=True) if len(seeds) > 1 else [0]
+        for s in drawn:
+            pool = clusters[seeds[s]]
+            for j in rng.integers(0, len(pool), size=len(pool)):
+                sample += pool[j]
         for key, v in statistics_of(sample).items():
             if v is not None:
                 draws.setdefault(key, []).append(v)

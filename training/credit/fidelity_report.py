@@ -84,7 +84,8 @@ def fidelity_markdown(rows: Sequence[Mapping[str, Any]], top_fraction: float, n_
         "(constant credit, as uniform weights, counts 0; responses without a decisive token are left "
         "out). Decisive share: |c| on tokens with importance != 0 over all |c|; uniform weights give the "
         f"decisive token share beside it. Top-{q} overlap: chance level for tied (uniform) credit. "
-        f"Intervals: percentile bootstrap ({n_boot} resamples), seeds then responses. `<preset>@sft`: "
+        f"Intervals: percentile bootstrap ({n_boot} resamples), seeds then prompt groups (all responses of a "
+        "drawn group; with one seed, conditional on it). `<preset>@sft`: "
         "the preset's weights on the shared SFT checkpoint (same policy and rollouts for every such "
         "row)." + (" ρ vs MC: against Monte-Carlo importance (training.credit.mc_importance)." if has_mc else ""))]
     return "\n".join(lines) + "\n"

@@ -129,11 +129,12 @@ def probe_checkpoint(cfg: Config, model_dir: str, presets: Sequence[Preset], see
                           "rho_mc_exact": spearman(g_mc, imps[i])})
         for p in presets:
             adv, mask, credit = preset_credit(model, tokenizer, ro, p, cfg, seed * 1000 + step)
-            exact[p.name] += batch_fidelity(seed, credit, imps, mask, adv, fid.top_fraction)
+            groups = [(step, int(g)) for g in ro.group_ids]  # the prompt group: the bootstrap's unit
+            exact[p.name] += batch_fidelity(seed, credit, imps, mask, adv, fid.top_fraction, groups)
             if mc_imp:
                 sub = sorted(mc_imp)
                 mc[p.name] += batch_fidelity(seed, credit[sub], [mc_imp[i][0] for i in sub], mask[sub], adv[sub],
-                                             fid.top_fraction)
+                                             fid.top_fraction, [groups[i] for i in sub])
     return exact, mc, extra
 
 

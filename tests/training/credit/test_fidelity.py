@@ -207,6 +207,14 @@ def test_bootstrap_resamples_seeds() -> None:
     assert fd.bootstrap([], n_boot=50, seed=0)["rho"] == (None, None)
 
 
+def test_bootstrap_resamples_prompt_groups_whole() -> None:
+    # 8 prompt groups of 4 responses that share their group's rho: the groups are the independent units
+    recs = [fd.ResponseFidelity(1, float(g % 2), None, 1.0, 2.0, 4, 2, group=g) for g in range(8) for _ in range(4)]
+    flat = [dataclasses.replace(r, group=None) for r in recs]
+    grouped, alone = (fd.bootstrap(x, n_boot=400, seed=0)["rho"] for x in (recs, flat))
+    assert grouped[1] - grouped[0] > 1.5 * (alone[1] - alone[0])  # 8 units, not 32
+
+
 # ------------------------------------------------------------------------------ CF vs inverted CF
 
 
