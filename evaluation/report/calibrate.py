@@ -14,11 +14,11 @@ common random numbers) and pushes each through the report's own table functions 
   (the table promises 80 %).
 
 Truth (logit scale): problem difficulty p ~ Beta(a, b) per benchmark; run (method, seed) effect u ~ N(0, τ²)
-shared by the run's problems, with τ set so that the paired difference of one seed has a run-effect sd of
-``seed_sd_pp`` percentage points; a run × problem effect w ~ N(0, ω²); a method's shift. Samples are
-U < expit(logit p + u + w + shift) with the uniforms U shared by every method of a seed (the evaluation
-sampler is seeded by the run seed). Expected accuracies are computed by Monte Carlo over the same model.
-Rates carry their Monte-Carlo standard error √(r(1 − r)/R).
+shared by the run's problems on every benchmark (one checkpoint), with τ set so that the paired difference
+of one seed has a run-effect sd of ``seed_sd_pp`` percentage points; a run × problem effect w ~ N(0, ω²);
+a method's shift. Samples are U < expit(logit p + u + w + shift) with the uniforms U shared by every
+method of a seed (the evaluation sampler is seeded by the run seed). Expected accuracies are computed by
+Monte Carlo over the same model. Rates carry their Monte-Carlo standard error √(r(1 − r)/R).
 """
 
 from __future__ import annotations
@@ -98,15 +98,17 @@ def truth(design: Design) -> Truth:
 def simulate(design: Design, truth_: Truth, rng: np.random.Generator) -> Results:
     """One experiment as the report reads it: final-step records of every (method, seed, benchmark)."""
     records = []
+    methods = (BASELINE, *METHODS)
+    runs = {(m, s): rng.normal(0, truth_.tau) for m in methods for s in range(1, design.seeds + 1)}  # one checkpoint
     for b, n in enumerate(design.problems):
         bench = f"sim{b}" if len(design.problems) > 1 else "synthetic"
         eta = logit(np.clip(rng.beta(*design.beta, size=n), 1e-9, 1 - 1e-9))
         ids = tuple(f"{bench}-{i}" for i in range(n))
         for seed in range(1, design.seeds + 1):
             uniforms = rng.random((n, design.k))  # common random numbers across methods of this seed
-            for method in (BASELINE, *METHODS):
+            for method in methods:
                 shift = truth_.shift if method == METHODS[0] else 0.0
-                run = rng.normal(0, truth_.tau) + rng.normal(0, design.interaction, n)
+                run = runs[(method, seed)] + rng.normal(0, design.interaction, n)
                 correct = (uniforms < expit(eta + run + shift)[:, None]).astype(np.int8)
                 records.append(EvalRecord(
                     method=method, seed=seed, step=1, benchmark=bench, n_problems=n, k=design.k,

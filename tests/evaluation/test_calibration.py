@@ -36,7 +36,7 @@ def test_per_comparison_rate_is_nominal_without_seed_variance() -> None:
 
 
 def test_power_table_keeps_its_promise() -> None:
-    mde, rates = calibrate.power_check(LARGE, 150, pilot=20)
+    mde, rates = calibrate.power_check(LARGE, 150, pilot=40)
     assert 2.0 < mde < 20.0
     assert abs(rates.power_first - 0.8) <= 2.5 * rates.se(0.8) + 0.03
 

@@ -51,7 +51,8 @@ def test_anova_components_recover_known_variances() -> None:
 def test_seed_variance_can_make_a_target_unreachable() -> None:
     # σ²_seed = 16 with 2 seeds: even with infinitely many problems the 1-df t test's SE is √8, so 2 pp is
     # never reached at 80 % power; more seeds reach it, and the least such count is what the plan says
-    from evaluation.report.power import VarianceComponents, seeds_random_power
+    from evaluation.report.power import VarianceComponents, _expected_anova, c4, seeds_random_power
+    from evaluation.report.stats import seeds_random_variance
 
     vc = VarianceComponents(n=200, seeds=2, delta=0.0, var_diff=50.0, var_problem=40.0, var_seed=16.0,
                             var_resid=20.0)
@@ -59,7 +60,10 @@ def test_seed_variance_can_make_a_target_unreachable() -> None:
     assert math.isinf(n_needed) and mde_r > mde(vc.var_diff / vc.n, 0.05)
     assert seeds_random_power(vc, 2.0, 0.05, 200, int(s_needed)) >= 0.8 > seeds_random_power(
         vc, 2.0, 0.05, 200, int(s_needed) - 1)
-    assert seeds_random_power(vc, mde_r, 0.05, 200, 2) == pytest.approx(0.8, abs=1e-4)
+    # the MDE is unbiased for a 1-df variance estimate (c4), so at the plan's own variances power is above 80 %
+    df = seeds_random_variance(_expected_anova(vc, 200, 2))[1]
+    assert seeds_random_power(vc, mde_r * c4(df), 0.05, 200, 2) == pytest.approx(0.8, abs=1e-4)
+    assert c4(2.0) == pytest.approx(math.sqrt(math.pi) / 2)
     one_seed = variance_components(np.ones((10, 1)))
     assert math.isnan(random_seed_plan(one_seed, 2.0, 0.05)[0]) and one_seed.var_diff == 0
 
