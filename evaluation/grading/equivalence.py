@@ -10,7 +10,16 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from evaluation.grading.forms import clock, clocks_equal, decimal_comma, number_with_unit, ratio, ratios_equal
+from evaluation.grading.forms import (
+    amc_gold,
+    amc_prediction,
+    clock,
+    clocks_equal,
+    decimal_comma,
+    number_with_unit,
+    ratio,
+    ratios_equal,
+)
 from evaluation.grading.normalize import (
     _BASE_RE,
     _CHOICE_RE,
@@ -41,8 +50,26 @@ def _ratio_verdict(pr: list[Fraction] | None, gr: list[Fraction] | None, p_num: 
     return "wrong" if (gr is not None and p_num is not None) or (pr is not None and g_num is not None) else None
 
 
+def _amc_reduce(pred: str, gold: str) -> tuple[str | None, str, str]:
+    """An AMC gold ``\\textbf{(B) }14`` is right as its letter, its value or both (a wrong letter is wrong
+    whatever value follows it): (verdict when the letter decides, prediction, gold) with the values left."""
+    amc = amc_gold(gold)
+    if amc is None:
+        return None, pred, gold
+    letter, value = amc
+    pc = amc_prediction(pred.strip().strip("$").strip())
+    if pc is None:
+        return None, pred, value
+    if pc[0] != letter:
+        return "wrong", pred, gold
+    return ("correct", pred, gold) if pc[1] is None else (None, pc[1], value)
+
+
 def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
     """``correct``/``wrong``/``parse_error`` when decidable without sympy, else None."""
+    decided, pred, gold = _amc_reduce(pred, gold)
+    if decided is not None:
+        return decided
     pn, gn = _normalize(pred), _normalize(gold)
     if not pn.text:
         return "no_answer" if not pred.strip() else "parse_error"
@@ -67,7 +94,7 @@ def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
         aime_gold = dataset == "aime" and g_num.value.denominator == 1
         if aime_gold and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
             return "wrong"
-        return "correct" if _numbers_equal(p_num, pn, g_num, gn) else "wrong"
+        return "correct" if _numbers_equal(p_num, pn, g_num, gn, bare_percent_gold=dataset == "gsm8k") else "wrong"
     if gn.is_text or pn.is_text:
         if gn.is_text and pn.is_text:
             a = re.sub(r"^(?:the|a|an) ", "", pn.text.lower()).strip()
@@ -171,6 +198,9 @@ def _structure(s: str) -> tuple[Any, ...]:
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
         return ("matrix", tuple(tuple(c.strip() for c in r.split("&")) for r in rows))
+    groups = _split_top(s, (";",))
+    if len(groups) > 1 and any("," in g for g in groups):  # solutions x=2,y=5;x=5,y=2: one item each
+        return ("list", tuple(groups))
     parts = _split_top(s, (",", ";"))
     if len(parts) > 1:
         return ("list", _expand_pm(parts))
@@ -296,6 +326,39 @@ def _numeric_zero(d: Any, scale: Any, digits: int = 60) -> bool | None:
         return None
 
 
+_EXACT_BITS = 1 << 20  # an exact rational of up to ~10^315,000 is computed, not approximated
+
+
+def _exact_rational(expr: Any) -> Fraction | None:
+    """The exact value of a sum/product/integer power of rationals, or None (anything else, or too big).
+
+    Why: a numeric difference that vanishes to 60 (and 120) digits is not zero when both sides are
+    rational: ``(10^{1000}+1)/10^{1000}`` differs from ``1`` by ``10^{-1000}`` and must stay unequal."""
+    import sympy
+
+    if isinstance(expr, sympy.Rational):
+        return Fraction(int(expr.p), int(expr.q))
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        vals = [_exact_rational(a) for a in expr.args]
+        if any(v is None for v in vals):
+            return None
+        out = Fraction(0 if isinstance(expr, sympy.Add) else 1)
+        for v in vals:
+            out = out + v if isinstance(expr, sympy.Add) else out * v
+            if max(out.numerator.bit_length(), out.denominator.bit_length()) > _EXACT_BITS:
+                return None
+        return out
+    if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Integer):
+        base = _exact_rational(expr.base)
+        e = int(expr.exp)
+        if base is None or (base == 0 and e < 0):
+            return None
+        if abs(e) * max(base.numerator.bit_length(), base.denominator.bit_length(), 1) > _EXACT_BITS:
+            return None
+        return base ** e
+    return None
+
+
 def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bool:
     """Sympy equivalence of two normalised scalars (gold second)."""
     import sympy
@@ -317,6 +380,9 @@ def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> b
         return False
     if a.is_infinite or b.is_infinite:
         return False
+    ea, eb = _exact_rational(a), _exact_rational(b)
+    if ea is not None and eb is not None:
+        return ea == eb
     d = a - b
     if not d.free_symbols:
         if d.is_Rational:
@@ -484,6 +550,9 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
 
 def _slow_verdict(pred: str, gold: str, dataset: str | None) -> str:
     """Full structural + sympy comparison; runs in the worker process."""
+    decided, pred, gold = _amc_reduce(pred, gold)
+    if decided is not None:
+        return decided
     pn, gn = _normalize(pred), _normalize(gold)
     try:
         ok = _struct_equal(_structure(pn.text), _structure(gn.text), pn, gn)

@@ -25,8 +25,10 @@ _TURN_RE = re.compile(
 )
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
-_NUM = (r"-?\\?\$?\s?(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
-        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?|-?\.\d+(?:\s?\\?%)?")
+_NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
+        r"|\d+,\d{1,2}(?![\d,])(?:\s?\\?%)?"  # a decimal comma, 3,75 (1,250 is a thousands group)
+        r"|(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
+        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
 _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(

@@ -64,3 +64,25 @@ def number_with_unit(s: str) -> _Num | None:
     """``5 m``, ``12 km/h``, ``3 cm^2``: the number, when what follows it is a unit symbol."""
     m = _NUM_UNIT_RE.match(s)
     return _simple_number(m.group(1)) if m else None
+
+
+_AMC_GOLD_RE = re.compile(  # a choice letter, then its value
+    r"^\s*(?:\\text(?:bf|rm)?\s*\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(?:\\[ ,;:!]|~|\s)*(\S.*)$", re.S)
+_CHOICE_ONLY_RE = re.compile(r"^\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?([A-E])\)?\s*\}?\s*$")
+
+
+def amc_gold(gold: str) -> tuple[str, str] | None:
+    """``\\textbf{(B) }14`` (an AMC gold: choice letter and value) -> ("B", "14"); None otherwise."""
+    m = _AMC_GOLD_RE.match(gold)
+    if not m or "\\textbf{(" in m.group(3) or "\\text{(" in m.group(3):
+        return None
+    return (m.group(1) or m.group(2)), m.group(3).strip()
+
+
+def amc_prediction(pred: str) -> tuple[str, str | None] | None:
+    """A prediction as (letter, value or None) when it names a choice (``B``, ``(B)``, ``\\textbf{(B)} 14``)."""
+    m = _CHOICE_ONLY_RE.match(pred)
+    if m:
+        return m.group(1), None
+    m = _AMC_GOLD_RE.match(pred)
+    return ((m.group(1) or m.group(2)), m.group(3).strip()) if m else None
