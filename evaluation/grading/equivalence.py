@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 from collections.abc import Sequence
@@ -359,6 +360,21 @@ def _exact_rational(expr: Any) -> Fraction | None:
     return None
 
 
+def _confirm_digits(expr: Any) -> int:
+    """Digits that confirm a numeric zero: 120, or twice the size of the largest number in ``expr`` (a power
+    counted by its value's digits) plus 60, up to 20,000: ``\\sqrt{10^{2000}+1} - 10^{1000}`` is 10^-1000
+    and only shows at over 2,000 digits."""
+    import sympy
+
+    size = 0
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Integer):
+            size = max(size, len(str(abs(int(node)))))
+        elif isinstance(node, sympy.Pow) and node.base.is_Integer and node.exp.is_Integer and node.base != 0:
+            size = max(size, int(abs(int(node.exp)) * math.log10(max(2, abs(int(node.base))))) + 1)
+    return max(120, min(2 * size + 60, 20_000))
+
+
 def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bool:
     """Sympy equivalence of two normalised scalars (gold second)."""
     import sympy
@@ -390,8 +406,9 @@ def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> b
         dn = _numeric_zero(d, b)
         if dn is not None and not dn:
             return False
-        if dn and _numeric_zero(d, b, 120):
-            return True  # vanishes to 60 and 120 digits: no simplify (nested radicals can take minutes)
+        confirm = _numeric_zero(d, b, _confirm_digits(d)) if dn else None
+        if confirm is not None:  # vanishes to 60 digits, and to 120+ or not: no simplify (nested radicals
+            return confirm  # can take minutes); a difference of 10^-1000 shows at the larger precision
         try:
             ds = sympy.simplify(d)
         except Exception:
