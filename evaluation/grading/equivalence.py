@@ -451,7 +451,10 @@ def _eq_equal(p: tuple[Any, ...], g: tuple[Any, ...]) -> bool:
     d2 = _to_sympy(g[1]) - _to_sympy(g[2])
     if d2 == 0:
         return d1 == 0
-    ratio = sympy.simplify(d1 / d2)
+    ratio = sympy.cancel(d1 / d2)  # rational functions: canonical, and far cheaper than simplify
+    if not ratio.is_number and ratio.is_rational_function():
+        return False
+    ratio = ratio if ratio.is_number else sympy.simplify(ratio)
     return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
 
 
