@@ -1,8 +1,8 @@
 """Held-out agreement with human labels on issue 25's miss kinds, through the CLI (``python -m evaluation.grading``).
 
-``heldout/issue25_*.jsonl``: 91 (response, gold) pairs labelled by hand (``label``) and written before the
-rules for these kinds, never used to tune them (the case tables are ``cases/issue25.tsv``); 57 agreed
-before the change. GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
+``heldout/issue25_*.jsonl``: 91 (response, gold) pairs labelled by hand (``label``), committed before the
+rules for these kinds (57 agreed then); separate from the case tables (``cases/issue25.tsv``).
+GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
 """
 
 from __future__ import annotations
