@@ -36,6 +36,7 @@ _CLOSING_VERB_RE = re.compile(
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
+_CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
     r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
@@ -200,6 +201,9 @@ def _closing_statement(text: str) -> str | None:
         if sentence.rstrip(" .!").endswith(("$", "\\)", "\\]")):
             return _rhs(spans[-1]) or None
         return None
+    choice = _CLOSING_CHOICE_RE.search(sentence)
+    if choice and not _NUM_RE.search(sentence):
+        return choice.group(1)  # "The correct option is (D)."
     nums = _NUM_RE.findall(sentence)
     if len(nums) == 1:
         return nums[0].strip()

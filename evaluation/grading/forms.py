@@ -9,7 +9,7 @@ from evaluation.grading.normalize import _Num, _simple_number
 
 _CLOCK_RE = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?(?:([ap])\.?m\.?)?$")
 _RATIO_RE = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:\s*:\s*[+-]?\d+(?:\.\d+)?)+$")
-_DEC_COMMA_RE = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$")
+_DEC_COMMA_RE = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$|^([+-]?0),(\d{3})$")  # 0,125: no thousands group
 _UNITS = ("m|s|g|h|l|L|J|N|W|V|A|K|Pa|Hz|eV|kg|mg|km|cm|mm|nm|ms|min|hr|yr|mi|ft|lb|kJ|kW|MW|kHz|MHz|GHz|keV"
           "|MeV|GeV|mol|atm|bar|Torr|mmHg|kPa|mL|dL|kWh|rad|sr|lm|lx|Wb|T|F|Ohm|\\\\Omega|yd|oz|gal|mph|kph")
 _NUM_UNIT_RE = re.compile(
@@ -55,9 +55,10 @@ def ratios_equal(p: list[Fraction], g: list[Fraction]) -> bool:
 
 
 def decimal_comma(s: str) -> _Num | None:
-    """``3,5`` read as 3.5 (a decimal comma; three digits after the comma are a thousands group)."""
+    """``3,5`` read as 3.5 (a decimal comma; three digits after the comma are a thousands group, except
+    after a lone 0: ``0,125``)."""
     m = _DEC_COMMA_RE.match(s)
-    return _simple_number(f"{m.group(1)}.{m.group(2)}") if m else None
+    return _simple_number(f"{m.group(1) or m.group(3)}.{m.group(2) or m.group(4)}") if m else None
 
 
 def number_with_unit(s: str) -> _Num | None:

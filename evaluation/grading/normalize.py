@@ -42,8 +42,8 @@ _TENS = {
 }
 _FUNCS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp")
 _ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
-_PLAIN_RE = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d+)?")
-_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_PLAIN_RE = re.compile(r"[+-]?(?:\d+|(?!0)\d{1,3}(?:,\d{3})+)(?:\.\d+)?")  # 0,125 is not a thousands group
+_THOUSANDS_RE = re.compile(r"^[+-]?(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SCI_TEX_RE = re.compile(
     r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
 )
