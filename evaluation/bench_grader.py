@@ -8,7 +8,8 @@ thousands commas, ``x =``, units, AIME leading zeros), perturbed (wrong) answers
 answer, inside chain-of-thought text of realistic length, plus the habits of small instruct models
 that issue 18 reports from real generations (SmolLM2-135M-Instruct on MATH-500/GSM8K): the parroted
 ``\\boxed{}`` instruction, a closing sentence instead of a box, a leaked chat-template turn, a truncated
-``<think>``.  ``--cases DIR`` also prints both checkers' accuracy on the case tables (``*.tsv``) in DIR.
+``<think>``.  ``--cases DIR`` also prints both checkers' accuracy and throughput on the case tables
+(``*.tsv``) in DIR (hard inputs: ``cases_throughput_ratio_vs_math_verify <x>``).
 Both checkers run single-threaded in this process (ours with its sympy worker subprocess);
 Math-Verify gets the gold wrapped in ``$...$`` as recommended.  Prints pairs/s for each checker,
 ``throughput_ratio_vs_math_verify <x>`` and the agreement count.
@@ -35,6 +36,8 @@ _COT = (
     "$$\\frac{2a + b}{a - 1} = \\frac{10}{2} = 5.$$\nChecking the boundary cases $n = 1, 2, 3$ gives "
     "$1, 4, 9$, consistent with $n^2$.\n\n"
 )
+_WARM = (("\\boxed{x+1}", "1+x"), ("\\boxed{-x > -3}", "x < 3"), ("\\boxed{y = 2x - 3}", "y = 2x + 3"),
+         ("\\boxed{\\sqrt{2\\sqrt{2}+3}}", "\\sqrt{3+2\\sqrt{2}}"), ("\\boxed{(x+1)^2}", "x^2+2x+1"))
 _ECHO = "Please reason step by step, and put your final answer within \\boxed{}.\n"
 
 
@@ -117,7 +120,8 @@ def _mv_grade(response: str, gold: str) -> bool:
 
 
 def case_accuracy(cases: Path, timeout_s: float) -> None:
-    """Both checkers' accuracy on the case tables (expected reason "correct" = accept, else reject)."""
+    """Both checkers' accuracy and time on the case tables (expected reason "correct" = accept, else reject):
+    hard inputs, so the throughput ratio printed per table is the one on hard outputs."""
     import csv
 
     rows = []
@@ -125,20 +129,28 @@ def case_accuracy(cases: Path, timeout_s: float) -> None:
         with path.open(encoding="utf-8") as fh:
             rows += [(path.name, r) for r in csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)]
     ours = mv = 0
-    per: dict[str, list[int]] = {}
+    per: dict[str, list[float]] = {}  # table -> [rows, ours right, math-verify right, ours s, math-verify s]
     for name, r in rows:
         response, want = r["response"].replace("⏎", "\n"), r["expected"] == "correct"
+        t0 = time.perf_counter()
         v = grade(response, r["gold"], dataset=r["dataset"] or None, timeout_s=timeout_s)
+        t1 = time.perf_counter()
         m = _mv_grade(response, r["gold"]) is want
+        t2 = time.perf_counter()
         ours += v.reason == r["expected"]
         mv += m
-        acc = per.setdefault(name, [0, 0, 0])
+        acc = per.setdefault(name, [0, 0, 0, 0.0, 0.0])
         acc[0] += 1
         acc[1] += v.reason == r["expected"]
         acc[2] += m
+        acc[3] += t1 - t0
+        acc[4] += t2 - t1
     print(f"cases {len(rows)}: ours {ours / len(rows):.4f} ({ours}); math_verify {mv / len(rows):.4f} ({mv})")
-    for name, (n, o, m) in sorted(per.items()):
-        print(f"  {name:<12} rows {n:>4}  ours {o / n:.4f}  math_verify {m / n:.4f}")
+    for name, (n, o, m, t_o, t_m) in sorted(per.items()):
+        print(f"  {name:<18} rows {int(n):>4}  ours {o / n:.4f}  math_verify {m / n:.4f}  "
+              f"ours {n / t_o:7.1f}/s  math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
+    t_o, t_m = sum(a[3] for a in per.values()), sum(a[4] for a in per.values())
+    print(f"cases_throughput_ratio_vs_math_verify {t_m / t_o:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,8 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     pairs = build_pairs(args.n, args.seed)
-    grade("\\boxed{x+1}", "1+x")  # start the sympy worker outside the timed region
-    _mv_grade("$1$", "1")  # import Math-Verify outside the timed region
+    for r, g in _WARM:  # start our sympy worker, import Math-Verify, and load the parts of sympy that both
+        grade(r, g)  # import lazily (solvers, radicals, equations), outside the timed region
+        _mv_grade(r, g)
 
     per_ds: dict[str, list[float]] = {}  # dataset -> [n, ours seconds, math-verify seconds]
     ours, mv = [], []

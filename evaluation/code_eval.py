@@ -63,8 +63,8 @@ class SandboxConfig:
 
     min_time_limit: float = 1.0  # EvalPlus DEFAULT_MIN_TIME_LIMIT (seconds per test input)
     gt_time_limit_factor: float = 4.0  # EvalPlus DEFAULT_GT_TIME_LIMIT_FACTOR
-    max_memory_bytes: int = 4 * 1024**3  # RLIMIT_AS per check process (EvalPlus's default, its reliability_guard)
-    sandbox_memory_bytes: int = 2 * 1024**3  # whole sandbox: cgroup memory.max, else a resident-memory watch
+    max_memory_bytes: int = 4 * 1024**3  # RLIMIT_AS per check process (EvalPlus's default), at most the next
+    sandbox_memory_bytes: int = 2 * 1024**3  # each process (RLIMIT_AS); whole sandbox: cgroup memory.max, else a watch
     max_procs: int = 48  # whole sandbox, threads included (RLIMIT_NPROC of its own uid, or pids.max)
     max_file_bytes: int = 64 * 1024**2  # RLIMIT_FSIZE; the scratch tmpfs mounts are capped too
     max_output_bytes: int = 64 * 1024**2  # per check, or 4x the pickled expected outputs if larger
@@ -203,6 +203,17 @@ class _Slot:
             self.cgroup = None
 
 
+def check_memory_limits(config: SandboxConfig, *, cgroup: bool) -> dict[str, int | None]:
+    """``max_memory`` (each check process's RLIMIT_AS) and ``max_resident`` (the harness's watch) of a job.
+
+    The address-space limit of every process is at most the sandbox cap, so that no process of a scored
+    program can be resident over it (resident <= mapped), however fast it allocates: a watch alone lets a
+    program overshoot by what it allocates in one poll interval (issue 25: 2,075 MiB against 2 GiB). A
+    cgroup's ``memory.max`` also holds the sum over processes exactly; without one the sum is watched."""
+    per_process = min(config.max_memory_bytes, config.sandbox_memory_bytes)
+    return {"max_memory": per_process, "max_resident": None if cgroup else config.sandbox_memory_bytes}
+
+
 def limits_mechanism() -> str:
     """Which mechanism caps the whole sandbox's memory and processes on this machine (run record)."""
     return "cgroup2" if Cgroup.parent() else "rlimits+rss-watch"
@@ -243,12 +254,13 @@ def _score(dataset: str, problems: Mapping[str, dict], truth: Mapping[str, dict]
             except queue.Empty:
                 return
             p, t = problems[s["task_id"]], s["task_id"]
-            job = job_for(dataset, _program(s, p), p["entry_point"], p[f"{ph}_input"], truth[t][f"{ph}_time"],
-                          min_time_limit=config.min_time_limit, gt_time_limit_factor=config.gt_time_limit_factor,
-                          max_memory=config.max_memory_bytes, out_cap=caps[(t, ph)],
-                          max_resident=None if slot.cgroup else config.sandbox_memory_bytes)
             try:
-                status, data = slot.get().check(job)
+                box = slot.get()  # first, so that the job's memory limits know whether a cgroup holds it
+                job = job_for(dataset, _program(s, p), p["entry_point"], p[f"{ph}_input"],
+                              truth[t][f"{ph}_time"], min_time_limit=config.min_time_limit,
+                              gt_time_limit_factor=config.gt_time_limit_factor, out_cap=caps[(t, ph)],
+                              **check_memory_limits(config, cgroup=slot.cgroup is not None))
+                status, data = box.check(job)
             except SandboxDied as exc:
                 log.warning("sample %d (%s, %s) crashed its sandbox; recorded as crash: %s", idx, t, ph, exc)
                 slot.close()

@@ -23,12 +23,13 @@ Trust design (why a forged pass is impossible, not merely hard):
   no daemon or file outlives its check; a detached one dies at the latest with the namespace.
 * **Limits** (recorded as :func:`evaluation.code_eval.limits_mechanism`): one uid per sandbox, so
   ``RLIMIT_NPROC`` caps the whole sandbox's processes *and threads* (the kernel counts tasks per uid), and
-  the sandboxes cannot signal each other; memory by cgroup v2 ``memory.max`` (+ ``pids.max``) where the
-  machine delegates those controllers, else EvalPlus's per-process ``RLIMIT_AS`` plus a watch of the
-  sandbox's total resident memory; CPU seconds per check (``RLIMIT_CPU``); EvalPlus's per-test time limit
-  by its own alarm in the child *and* by the scorer's clock on the frames' arrival (the child may disable
-  alarms), EvalPlus's kill timeout of the check by the harness; output read incrementally up to a cap by
-  the scorer (never ``communicate()``).
+  the sandboxes cannot signal each other; memory: every check process's ``RLIMIT_AS`` (EvalPlus's, lowered
+  to the sandbox cap, inherited by all it forks) holds each process under the cap exactly, and the sum over
+  processes is held by cgroup v2 ``memory.max`` (+ ``pids.max``) where the machine delegates those
+  controllers, else watched (total resident memory, every ``POLL_S``); CPU seconds per check
+  (``RLIMIT_CPU``); EvalPlus's per-test time limit by its own alarm in the child *and* by the scorer's
+  clock on the frames' arrival (the child may disable alarms), EvalPlus's kill timeout of the check by the
+  harness; output read incrementally up to a cap by the scorer (never ``communicate()``).
 """
 
 from __future__ import annotations

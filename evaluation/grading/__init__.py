@@ -20,7 +20,8 @@ Pipeline
    of its first ``=`` -- gives its last value, in a box too; a phrase followed by a comma is skipped)
    > ``#### N`` > the closing statement: display math closing the response (the value after its last
    ``=``), else the last sentence of the last line (a closing pleasantry skipped) when it holds exactly
-   one value, or ends "is/=/makes/costs/, so ... N [words]".  A sentence with several values and no such
+   one value (an integer, decimal, ``a/b`` or a decimal comma ``3,75``, so a closing sentence in another
+   language counts too), or ends "is/=/makes/costs/, so ... N [words]".  A sentence with several values and no such
    ending has no answer ("The value is 5 and then 7." is ``no_answer``): there is no "last number
    anywhere" fallback.
 2. **Normalisation** (pure string work, cached): ``$``/``\\(``/``\\[`` delimiters, ``\\left``/
@@ -45,10 +46,12 @@ Pipeline
 Equivalence conventions
 -----------------------
 * **Exact golds compare exactly.**  Integers, fractions and symbolic golds need exact equality:
-  rational differences are exact, ``0.333`` != ``1/3`` (``0.\\overline{3}`` == ``1/3``), ``2^{100}+1`` != ``2^{100}``,
-  ``1/2^{99}`` != ``1/2^{98}``, ``3.14`` != ``\\pi``.  Irrational numeric differences are
-  accepted only when they vanish to 60 significant digits relative to the gold (confirmed at 120
-  digits, without ``simplify``: reordered nested radicals decide in milliseconds).  Symbolic expressions are equal when
+  rational differences are exact (sums, products and integer powers of rationals are computed exactly:
+  ``(10^{1000}+1)/10^{1000}`` != ``1``), ``0.333`` != ``1/3`` (``0.\\overline{3}`` == ``1/3``),
+  ``2^{100}+1`` != ``2^{100}``, ``1/2^{99}`` != ``1/2^{98}``, ``3.14`` != ``\\pi``.  Irrational numeric
+  differences are accepted only when they vanish to 60 significant digits relative to the gold (confirmed
+  at 120 digits, or twice the digits of the largest number involved plus 60, up to 20,000; without
+  ``simplify``: reordered nested radicals decide in milliseconds).  Symbolic expressions are equal when
   ``simplify(a - b) == 0`` or the difference vanishes at three random rational points.
 * **Decimal golds** (``0.15``, ``1.2e5``, ``326.5``) accept any value that rounds to them:
   ``|pred - gold| <= quantum / 2`` where quantum is the gold's last decimal place
@@ -73,8 +76,10 @@ Equivalence conventions
 * **Mixed numbers**: an integer literal directly followed by ``\\frac{p}{q}`` of integer literals
   (``1\\frac{4}{5}``, ``137 \\frac{1}{2}``) is a mixed number.
 * **Equations and labels**: ``x=5`` matches ``5`` (a label -- a variable, a tuple of variables
-  ``(x, y)``, a named ratio ``AB:BC``, a segment ``AB``, an angle ``\\angle ABC``, ``f(2)`` -- may be
-  dropped on either side); labelled lists (``x = 1, y = 2``) match by label when both sides are labelled
+  ``(x, y)``, a named ratio ``AB:BC`` or ``S_{ABC}:S``, a segment ``AB``, an angle ``\\angle ABC``, ``f(2)``,
+  a length ``|PQ|`` or ``|\\vec{v}|``, a ratio of segments ``\\frac{AM}{MB}`` (uppercase) -- may be dropped on
+  either side); solution groups separated by ``;`` (``x=2,y=5;x=5,y=2``) match a list of tuples in any
+  order; labelled lists (``x = 1, y = 2``) match by label when both sides are labelled
   with the same names (``x=2, y=1`` != ``x=1, y=2``), and in order against a tuple ``(1, 2)``;
   two single-variable assignments compare their right sides (``D = (0, 1)`` != ``D = (0, 1.5)``);
   general equations match when ``(l1 - r1) / (l2 - r2)`` is a nonzero constant
@@ -93,8 +98,11 @@ Equivalence conventions
   Symbol names are case-insensitive (latex2sympy lowercases them).
 * **Base-n** (``4210_{5}``): the digits must match (subscript optional on the prediction).
 * **Text answers** (``\\text{Evelyn}``) compare case-insensitively as strings; **choice letters**
-  (``\\text{(C)}``) match ``C``, ``(C)``, ``\\text{C}``.
-* **Datasets**: ``gsm8k`` golds may be full solutions (the part after ``####`` is used);
+  (``\\text{(C)}``) match ``C``, ``(C)``, ``\\text{C}``.  An AMC gold with letter and value
+  (``\\textbf{(B) }14``) accepts the letter, the value (in any equal form) or both; a wrong letter is wrong
+  whatever value follows it, and the right letter with a wrong value is wrong.
+* **Datasets**: ``gsm8k`` golds may be full solutions (the part after ``####`` is used), and GSM8K
+  stores the answer to "what percent" bare, so there ``40%`` also matches the gold ``40``;
   ``aime`` answers must be integers 0-999 (leading zeros allowed).
 * **Limits**: inputs longer than 2000 characters or nested deeper than 60 brackets are
   ``parse_error``; every sympy check runs in a worker subprocess killed after ``timeout_s``
@@ -117,6 +125,11 @@ Changelog
   3858 - 2820 = 428 books`` is ``428``); an answer phrase followed by a comma ("the previous answer is,
   because") is skipped for the one before it; a closing sentence ending ", so N" states N; a closing
   "This is the (final) answer." is skipped like a pleasantry.
+* ``creditbench-grader/4`` (2026-12-03, issue 25): closing sentences state fractions and decimal commas;
+  ``m+n = 256+37 = 293`` states 293; labels ``|PQ|``, ``|\\vec v|``, ``S_{ABC}:S``, ``\\frac{AM}{MB}`` and
+  ``;``-separated solution groups; AMC letter+value golds; GSM8K ``40%`` for the bare percent gold; a
+  control space ``\\ `` at the end of a box; exact comparison of rational expressions, and a confirming
+  precision that grows with the numbers' size (``\\sqrt{10^{2000}+1}`` != ``10^{1000}``).
 """
 
 from __future__ import annotations
@@ -133,7 +146,7 @@ from evaluation.grading.extract import _prepare_gold, extract_answer, last_boxed
 from evaluation.grading.normalize import _MAX_LEN
 from evaluation.grading.pool import _slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/3"
+GRADER_VERSION = "creditbench-grader/4"
 
 log = logging.getLogger(__name__)
 

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import logging
-import random
 import re
 from collections.abc import Sequence
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
-from evaluation.grading.forms import clock, clocks_equal, decimal_comma, number_with_unit, ratio, ratios_equal
+from evaluation.grading.forms import (
+    amc_gold,
+    amc_prediction,
+    clock,
+    clocks_equal,
+    decimal_comma,
+    number_with_unit,
+    ratio,
+    ratios_equal,
+)
 from evaluation.grading.normalize import (
     _BASE_RE,
     _CHOICE_RE,
@@ -24,6 +31,7 @@ from evaluation.grading.normalize import (
     _numbers_equal,
     _simple_number,
 )
+from evaluation.grading.scalar import _ParseError, _scalar_equal, _to_sympy
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +49,26 @@ def _ratio_verdict(pr: list[Fraction] | None, gr: list[Fraction] | None, p_num: 
     return "wrong" if (gr is not None and p_num is not None) or (pr is not None and g_num is not None) else None
 
 
+def _amc_reduce(pred: str, gold: str) -> tuple[str | None, str, str]:
+    """An AMC gold ``\\textbf{(B) }14`` is right as its letter, its value or both (a wrong letter is wrong
+    whatever value follows it): (verdict when the letter decides, prediction, gold) with the values left."""
+    amc = amc_gold(gold)
+    if amc is None:
+        return None, pred, gold
+    letter, value = amc
+    pc = amc_prediction(pred.strip().strip("$").strip())
+    if pc is None:
+        return None, pred, value
+    if pc[0] != letter:
+        return "wrong", pred, gold
+    return ("correct", pred, gold) if pc[1] is None else (None, pc[1], value)
+
+
 def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
     """``correct``/``wrong``/``parse_error`` when decidable without sympy, else None."""
+    decided, pred, gold = _amc_reduce(pred, gold)
+    if decided is not None:
+        return decided
     pn, gn = _normalize(pred), _normalize(gold)
     if not pn.text:
         return "no_answer" if not pred.strip() else "parse_error"
@@ -62,12 +88,13 @@ def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
         if verdict is not None:
             return verdict
         if g_num is not None and p_num is None:
-            p_num = (decimal_comma(p_bare) if g_num.quantum is not None else None) or number_with_unit(p_bare)
+            non_integer = g_num.quantum is not None or g_num.value.denominator != 1
+            p_num = (decimal_comma(p_bare) if non_integer else None) or number_with_unit(p_bare)
     if g_num is not None and p_num is not None:
         aime_gold = dataset == "aime" and g_num.value.denominator == 1
         if aime_gold and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
             return "wrong"
-        return "correct" if _numbers_equal(p_num, pn, g_num, gn) else "wrong"
+        return "correct" if _numbers_equal(p_num, pn, g_num, gn, bare_percent_gold=dataset == "gsm8k") else "wrong"
     if gn.is_text or pn.is_text:
         if gn.is_text and pn.is_text:
             a = re.sub(r"^(?:the|a|an) ", "", pn.text.lower()).strip()
@@ -171,6 +198,9 @@ def _structure(s: str) -> tuple[Any, ...]:
     if m:
         rows = [r for r in re.split(r"\\\\", m.group(2)) if r.strip()]
         return ("matrix", tuple(tuple(c.strip() for c in r.split("&")) for r in rows))
+    groups = _split_top(s, (";",))
+    if len(groups) > 1 and any("," in g for g in groups):  # solutions x=2,y=5;x=5,y=2: one item each
+        return ("list", tuple(groups))
     parts = _split_top(s, (",", ";"))
     if len(parts) > 1:
         return ("list", _expand_pm(parts))
@@ -241,125 +271,6 @@ def _ineq_to_interval(p: list[str]) -> tuple[Any, ...] | None:
     return None
 
 
-class _ParseError(Exception):
-    pass
-
-
-@lru_cache(maxsize=8192)
-def _to_sympy(s: str) -> Any:
-    """Parse a normalised scalar into sympy (floats made exact rationals, ``i`` the unit)."""
-    import sympy
-    from latex2sympy2_extended import latex2sympy
-
-    if not s or not _depth_ok(s):
-        raise _ParseError(s)
-    num = _simple_number(s)
-    if num is not None:
-        return sympy.Rational(num.value.numerator, num.value.denominator)
-    try:
-        expr = latex2sympy(s, normalization_config=None)
-    except Exception as exc:  # antlr/sympy raise many kinds
-        raise _ParseError(s) from exc
-    if not isinstance(expr, sympy.Basic) or isinstance(expr, (sympy.Set, sympy.MatrixBase)):
-        raise _ParseError(s)
-    reps = {}
-    for sym in expr.free_symbols:
-        if sym.name == "i":
-            reps[sym] = sympy.I
-    if reps:
-        expr = expr.xreplace(reps)
-    floats = list(expr.atoms(sympy.Float))
-    if floats:
-        expr = expr.xreplace({f: sympy.Rational(str(f)) for f in floats})
-    return expr
-
-
-def _decimal_quantum(s: str) -> Fraction | None:
-    num = _simple_number(s.strip())
-    return num.quantum if num is not None else None
-
-
-def _numeric_zero(d: Any, scale: Any, digits: int = 60) -> bool | None:
-    """True/False when the numeric value of d settles it, None when it cannot be evaluated."""
-    import sympy
-
-    try:
-        v = sympy.N(d, digits)
-        sv = abs(sympy.N(scale, digits))
-    except Exception:
-        return None
-    if not v.is_number or v.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo):
-        return None
-    try:
-        return bool(abs(v) <= sympy.Float(10, digits) ** -(digits - 5) * (sv if sv != 0 else 1))
-    except TypeError:
-        return None
-
-
-def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bool:
-    """Sympy equivalence of two normalised scalars (gold second)."""
-    import sympy
-
-    gq = _decimal_quantum(g)
-    a = _to_sympy(p)
-    b = _to_sympy(g)
-    if (deg_g and not deg_p and a.has(sympy.pi)) or (deg_p and not deg_g and b.has(sympy.pi)):
-        return False  # an angle in the other unit: the requested unit counts
-    if a == b:
-        return True
-    if gq is not None:  # decimal gold: accept values that round to it
-        try:
-            va = sympy.N(a, 40)
-            if va.is_real:
-                return bool(abs(va - b) <= sympy.Rational(gq.numerator, gq.denominator) / 2)
-        except Exception:
-            return False
-        return False
-    if a.is_infinite or b.is_infinite:
-        return False
-    d = a - b
-    if not d.free_symbols:
-        if d.is_Rational:
-            return d == 0
-        dn = _numeric_zero(d, b)
-        if dn is not None and not dn:
-            return False
-        if dn and _numeric_zero(d, b, 120):
-            return True  # vanishes to 60 and 120 digits: no simplify (nested radicals can take minutes)
-        try:
-            ds = sympy.simplify(d)
-        except Exception:
-            ds = d
-        if ds == 0:
-            return True
-        if ds.is_Rational:
-            return False
-        return bool(dn)
-    try:
-        if sympy.expand(d) == 0:
-            return True
-    except Exception:
-        pass
-    rng = random.Random(1234)
-    syms = sorted(d.free_symbols, key=lambda x: x.name)
-    hits = 0
-    for _ in range(3):
-        point = {x: sympy.Rational(rng.randint(2, 97), rng.randint(2, 19)) for x in syms}
-        try:
-            z = _numeric_zero(d.subs(point), b.subs(point))
-        except Exception:
-            z = None
-        if z is False:
-            return False
-        hits += z is True
-    if hits == 3:
-        return True
-    try:
-        return sympy.simplify(d) == 0
-    except Exception:
-        return False
-
-
 def _eq_equal(p: tuple[Any, ...], g: tuple[Any, ...]) -> bool:
     """``l1 = r1`` equals ``l2 = r2`` when the differences are proportional by a nonzero constant."""
     import sympy
@@ -368,7 +279,10 @@ def _eq_equal(p: tuple[Any, ...], g: tuple[Any, ...]) -> bool:
     d2 = _to_sympy(g[1]) - _to_sympy(g[2])
     if d2 == 0:
         return d1 == 0
-    ratio = sympy.simplify(d1 / d2)
+    ratio = sympy.cancel(d1 / d2)  # rational functions: canonical, and far cheaper than simplify
+    if not ratio.is_number and ratio.is_rational_function():
+        return False
+    ratio = ratio if ratio.is_number else sympy.simplify(ratio)
     return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
 
 
@@ -484,6 +398,9 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
 
 def _slow_verdict(pred: str, gold: str, dataset: str | None) -> str:
     """Full structural + sympy comparison; runs in the worker process."""
+    decided, pred, gold = _amc_reduce(pred, gold)
+    if decided is not None:
+        return decided
     pn, gn = _normalize(pred), _normalize(gold)
     try:
         ok = _struct_equal(_structure(pn.text), _structure(gn.text), pn, gn)

@@ -25,8 +25,10 @@ _TURN_RE = re.compile(
 )
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
-_NUM = (r"-?\\?\$?\s?(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
-        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?|-?\.\d+(?:\s?\\?%)?")
+_NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
+        r"|\d+,\d{1,2}(?![\d,)\]])(?:\s?\\?%)?"  # a decimal comma 3,75 (1,250: thousands; (1,5): a pair)
+        r"|(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
+        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
 _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
@@ -34,6 +36,7 @@ _CLOSING_VERB_RE = re.compile(
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
+_CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
     r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
@@ -106,11 +109,16 @@ def _is_echo(content: str) -> bool:
 
 def _chain_value(expr: str) -> str:
     """``3858 - 2820 = 428`` -> ``428``: an arithmetic chain (a computation without letters left of its
-    first ``=``, no relation or list) states its last value; labels, equations (``x = 5``, ``x=1, y=2``)
+    first ``=``, or a name then a letter-free computation, ``m+n = 256+37 = 293``; no relation or list)
+    states its last value; labels, equations (``x = 5``, ``x=1, y=2``)
     and a value restated in another unit (``90^\\circ = \\frac{\\pi}{2}``) are kept."""
     parts = expr.split("=")
-    if (len(parts) < 2 or re.search(r"[<>!]|,(?!\d{3})|\\[a-z]*(?:eq|le|ge|approx)", expr)
-            or re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", parts[0])) or not parts[-1].strip()
+    letters = [bool(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p))) for p in parts]
+    if len(parts) >= 3 and letters[0] and not any(letters[1:]):
+        parts = parts[1:]  # m+n = 256+37 = 293: a named quantity, then its computation
+    elif letters[0]:
+        return expr
+    if (len(parts) < 2 or re.search(r"[<>!]|,(?!\d{3})|\\[a-z]*(?:eq|le|ge|approx)", expr) or not parts[-1].strip()
             or not re.search(r"[+\-*/×÷]|\^\{?\d|\\(?:times|cdot|div|frac)", parts[0])):
         return expr
     return parts[-1].strip()
@@ -193,6 +201,9 @@ def _closing_statement(text: str) -> str | None:
         if sentence.rstrip(" .!").endswith(("$", "\\)", "\\]")):
             return _rhs(spans[-1]) or None
         return None
+    choice = _CLOSING_CHOICE_RE.search(sentence)
+    if choice and not _NUM_RE.search(sentence):
+        return choice.group(1)  # "The correct option is (D)."
     nums = _NUM_RE.findall(sentence)
     if len(nums) == 1:
         return nums[0].strip()

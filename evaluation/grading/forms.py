@@ -9,7 +9,7 @@ from evaluation.grading.normalize import _Num, _simple_number
 
 _CLOCK_RE = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?(?:([ap])\.?m\.?)?$")
 _RATIO_RE = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:\s*:\s*[+-]?\d+(?:\.\d+)?)+$")
-_DEC_COMMA_RE = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$")
+_DEC_COMMA_RE = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$|^([+-]?0),(\d{3})$")  # 0,125: no thousands group
 _UNITS = ("m|s|g|h|l|L|J|N|W|V|A|K|Pa|Hz|eV|kg|mg|km|cm|mm|nm|ms|min|hr|yr|mi|ft|lb|kJ|kW|MW|kHz|MHz|GHz|keV"
           "|MeV|GeV|mol|atm|bar|Torr|mmHg|kPa|mL|dL|kWh|rad|sr|lm|lx|Wb|T|F|Ohm|\\\\Omega|yd|oz|gal|mph|kph")
 _NUM_UNIT_RE = re.compile(
@@ -55,12 +55,35 @@ def ratios_equal(p: list[Fraction], g: list[Fraction]) -> bool:
 
 
 def decimal_comma(s: str) -> _Num | None:
-    """``3,5`` read as 3.5 (a decimal comma; three digits after the comma are a thousands group)."""
+    """``3,5`` read as 3.5 (a decimal comma; three digits after the comma are a thousands group, except
+    after a lone 0: ``0,125``)."""
     m = _DEC_COMMA_RE.match(s)
-    return _simple_number(f"{m.group(1)}.{m.group(2)}") if m else None
+    return _simple_number(f"{m.group(1) or m.group(3)}.{m.group(2) or m.group(4)}") if m else None
 
 
 def number_with_unit(s: str) -> _Num | None:
     """``5 m``, ``12 km/h``, ``3 cm^2``: the number, when what follows it is a unit symbol."""
     m = _NUM_UNIT_RE.match(s)
     return _simple_number(m.group(1)) if m else None
+
+
+_AMC_GOLD_RE = re.compile(  # a choice letter, then its value
+    r"^\s*(?:\\text(?:bf|rm)?\s*\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(?:\\[ ,;:!]|~|\s)*(\S.*)$", re.S)
+_CHOICE_ONLY_RE = re.compile(r"^\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?([A-E])\)?\s*\}?\s*$")
+
+
+def amc_gold(gold: str) -> tuple[str, str] | None:
+    """``\\textbf{(B) }14`` (an AMC gold: choice letter and value) -> ("B", "14"); None otherwise."""
+    m = _AMC_GOLD_RE.match(gold)
+    if not m or "\\textbf{(" in m.group(3) or "\\text{(" in m.group(3):
+        return None
+    return (m.group(1) or m.group(2)), m.group(3).strip()
+
+
+def amc_prediction(pred: str) -> tuple[str, str | None] | None:
+    """A prediction as (letter, value or None) when it names a choice (``B``, ``(B)``, ``\\textbf{(B)} 14``)."""
+    m = _CHOICE_ONLY_RE.match(pred)
+    if m:
+        return m.group(1), None
+    m = _AMC_GOLD_RE.match(pred)
+    return ((m.group(1) or m.group(2)), m.group(3).strip()) if m else None

@@ -42,15 +42,19 @@ _TENS = {
 }
 _FUNCS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp")
 _ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
-_PLAIN_RE = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)(?:\.\d+)?")
-_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_PLAIN_RE = re.compile(r"[+-]?(?:\d+|(?!0)\d{1,3}(?:,\d{3})+)(?:\.\d+)?")  # 0,125 is not a thousands group
+_THOUSANDS_RE = re.compile(r"^[+-]?(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SCI_TEX_RE = re.compile(
     r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
 )
 _VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
-# a label on the left of "=": a variable, a tuple of variables, a named ratio, a segment or an angle
-_LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|[A-Za-z]{{1,3}}(?:\s*:\s*[A-Za-z]{{1,3}})+|[A-Z]{{2,3}}"
-          rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*\(\s*[a-zA-Z0-9]\s*\))")
+_NAME = r"[A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,4}\}?)?"  # S, AB, S_{ABC}
+# a label on the left of "=": a variable, a tuple of variables, a named ratio (``S_{ABC}:S``), a segment, an
+# angle, a length ``|PQ|``/``|\vec{v}|`` or a ratio of segments ``\frac{AM}{MB}`` (uppercase names only)
+_LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|{_NAME}(?:\s*:\s*{_NAME})+|[A-Z]{{2,3}}"
+          rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*\(\s*[a-zA-Z0-9]\s*\)"
+          rf"|\|\s*(?:\\(?:vec|overrightarrow|overline)\s*\{{\s*[A-Za-z]{{1,3}}\s*\}}|{_NAME})\s*\|"
+          rf"|\\frac\{{\s*[A-Z]{{1,3}}\s*\}}\{{\s*[A-Z]{{1,3}}\s*\}})")
 _ASSIGN_RE = re.compile(rf"^{_LABEL}\s*=\s*")
 _IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
 _CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
@@ -190,6 +194,8 @@ def _normalize(raw: str) -> _Norm:
     if _PLAIN_RE.fullmatch(plain):  # fast lane: 42, -3.5, 1,000
         return _Norm(text=plain.replace(",", ""), pct=False, deg=False, is_text=False)
     s = _strip_delims(raw)
+    if s.endswith("\\") and not s.endswith("\\\\"):
+        s = s[:-1].rstrip()  # a control space ``\ `` whose space the extraction trimmed: ``5\``
     for a, b in _UNICODE:
         s = s.replace(a, b)
     s = _ASCII_REL_RE.sub(lambda m: _ASCII_REL[m.group(0)], s)
@@ -355,14 +361,16 @@ def _num_match(p: Fraction, g: _Num) -> bool:
     return abs(p - g.value) <= g.quantum / 2
 
 
-def _numbers_equal(p: _Num, pn: _Norm, g: _Num, gn: _Norm) -> bool:
+def _numbers_equal(p: _Num, pn: _Norm, g: _Num, gn: _Norm, *, bare_percent_gold: bool = False) -> bool:
     """Compare plain numbers with the percent and decimal-gold rules.
 
     A ``%`` on the prediction only divides it by 100 (``25\\%`` is 0.25, so it matches 0.25 and not 25);
     against a percent gold a bare number reads as that many percent (``10`` matches ``10\\%``, ``0.1`` not).
+    ``bare_percent_gold`` (GSM8K, which stores the answer to "what percent" bare: ``#### 40``): a ``%`` on
+    the prediction may also name the gold itself (``40%`` matches ``40``).
     """
     if pn.pct and not gn.pct:
-        return _num_match(p.value / 100, g)
+        return _num_match(p.value / 100, g) or (bare_percent_gold and _num_match(p.value, g))
     return _num_match(p.value, g)
 
 

@@ -11,7 +11,8 @@ import sys
 import threading
 import time
 
-from evaluation.grading.equivalence import _ParseError, _slow_verdict, _to_sympy
+from evaluation.grading.equivalence import _slow_verdict
+from evaluation.grading.scalar import _ParseError, _to_sympy
 
 
 def _worker_main() -> None:

@@ -27,4 +27,4 @@ def test_main_prints_ratio_and_case_accuracy(capsys: pytest.CaptureFixture[str])
     bench_grader.main(["--n", "40", "--cases", str(cases)])
     out = capsys.readouterr().out
     assert "throughput_ratio_vs_math_verify " in out
-    assert "cases " in out and "math_verify " in out
+    assert "cases " in out and "math_verify " in out and "cases_throughput_ratio_vs_math_verify " in out

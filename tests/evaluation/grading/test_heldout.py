@@ -1,0 +1,35 @@
+"""Held-out agreement with human labels on issue 25's miss kinds, through the CLI (``python -m evaluation.grading``).
+
+``heldout/issue25_{math,gsm8k}.jsonl``: 91 (response, gold) pairs labelled by hand (``label``), committed
+before the rules for these kinds (57 agreed then); ``heldout/issue25_blind_*.jsonl``: 43 more, written after
+them and graded once before two more rules (41 agreed then, 26 with grader v3). Both are separate from the
+case tables (``cases/issue25.tsv``).
+GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HELDOUT = Path(__file__).with_name("heldout")
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _grade(name: str, dataset: str | None, tmp_path: Path) -> list[dict]:
+    out = tmp_path / f"{name}.out.jsonl"
+    cmd = [sys.executable, "-m", "evaluation.grading", "--input", str(HELDOUT / name), "--output", str(out)]
+    subprocess.run(cmd + (["--dataset", dataset] if dataset else []), cwd=REPO, check=True, capture_output=True)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind"])
+def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -> None:
+    rows = _grade(f"{prefix}_math.jsonl", None, tmp_path) + _grade(f"{prefix}_gsm8k.jsonl", "gsm8k", tmp_path)
+    assert len(rows) >= 40 and {r["label"] for r in rows} == {True, False}
+    misses = [(r["kind"], r["answer"], r["prediction"][-80:], r["reason"]) for r in rows if r["correct"] != r["label"]]
+    assert 1 - len(misses) / len(rows) >= 0.98, misses
