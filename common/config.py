@@ -410,6 +410,8 @@ def _error_line(err: jsonschema.ValidationError) -> str:
         return f"config key '{where}': {err.instance!r} is not of type {want}; write a plain YAML {want}"
     if err.validator == "enum":
         return f"config key '{where}': {err.instance!r} is not one of {list(err.validator_value)}"
+    if err.validator == "uniqueItems":
+        return f"config key '{where}': {err.instance!r} repeats an entry; list each once"
     message = err.message if len(err.message) <= 160 else err.message[:157] + "..."
     return f"config key '{where}': {message}"
 

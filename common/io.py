@@ -19,12 +19,32 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def umask_mode(*, directory: bool = False) -> int:
+    """The mode ``open``/``mkdir`` would give a new file (0o666) or folder (0o777) under the process's umask.
+
+    Temporary files (``mkstemp``: 0600, ``mkdtemp``: 0700) get it before they are moved into place, so
+    results on a shared machine are as readable as any file the user writes (0644 under umask 0022)."""
+    mask = None
+    try:  # Linux reports the umask without changing it (os.umask would, process-wide, for a moment)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                mask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    if mask is None:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of it."""
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of it; the
+    file gets the mode the umask asks for (:func:`umask_mode`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, umask_mode())
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
@@ -85,8 +105,10 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
 
 
 def replace_dir_atomic(tmp_dir: str | os.PathLike, final_dir: str | os.PathLike) -> None:
-    """Move a fully written directory into place; an existing one is swapped out then removed."""
+    """Move a fully written directory into place (with the umask's mode, not ``mkdtemp``'s 0700); an
+    existing one is swapped out then removed."""
     final_dir = Path(final_dir)
+    os.chmod(tmp_dir, umask_mode(directory=True))
     old = final_dir.with_name(final_dir.name + ".old")
     if old.exists():
         shutil.rmtree(old)
