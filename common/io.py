@@ -37,22 +37,27 @@ def umask_mode(*, directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~mask
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of it; the
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of it; the
     file gets the mode the umask asks for (:func:`umask_mode`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, umask_mode())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8, line ends as given."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def copy_file_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> None:

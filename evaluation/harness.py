@@ -38,13 +38,11 @@ import json
 import logging
 import math
 import os
-import random
 import re
 import shlex
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +52,14 @@ import numpy as np
 
 from common.io import append_jsonl, read_jsonl, sha256_file, write_json_atomic, write_jsonl_atomic
 from common.manifest import git_state, package_versions
-from evaluation.benchmarks import BENCHMARKS, BenchmarkError, Problem, get_benchmark, load_benchmark
+from evaluation.benchmarks import (
+    BENCHMARKS,
+    BenchmarkError,
+    Problem,
+    get_benchmark,
+    load_benchmark,
+    stratified_subset,
+)
 from evaluation.grading import GRADER_VERSION
 from evaluation.mcq import letter_warning
 from evaluation.metrics import bootstrap_ci, mean_g_pass_at_k
@@ -67,25 +72,7 @@ class UsageError(ValueError):
     """A user error found before any work: one line naming the argument and what to do (exit code 2)."""
 
 
-def subset(problems: Sequence[Problem], limit: int | None, seed: int) -> list[Problem]:
-    """``limit`` problems drawn with ``seed``, stratified by ``meta['subject']`` when present, in file order.
-
-    Strata get ``limit`` in proportion to their size (largest remainders first), so a sorted file's first
-    subject cannot fill the subset.
-    """
-    problems = list(problems)
-    if limit is None or limit >= len(problems):
-        return problems
-    strata: dict[str, list[int]] = defaultdict(list)
-    for i, p in enumerate(problems):
-        strata[str(p.meta.get("subject", ""))].append(i)
-    quota = {s: limit * len(idx) / len(problems) for s, idx in strata.items()}
-    take = {s: math.floor(q) for s, q in quota.items()}
-    for s in sorted(quota, key=lambda s: (take[s] - quota[s], s))[: limit - sum(take.values())]:
-        take[s] += 1
-    rng = random.Random(seed)
-    keep = sorted(i for s, idx in sorted(strata.items()) for i in rng.sample(idx, take[s]))
-    return [problems[i] for i in keep]
+subset = stratified_subset  # the one subset rule (evaluation.benchmarks)
 
 
 def _ci(per_problem: np.ndarray, seed: int) -> list[float]:
