@@ -37,11 +37,9 @@ import hashlib
 import json
 import logging
 import math
-import os
 import re
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from common.io import append_jsonl, read_jsonl, sha256_file, write_json_atomic, write_jsonl_atomic
+from common.io import append_jsonl, read_jsonl, write_json_atomic, write_jsonl_atomic
 from common.manifest import git_state, package_versions
 from evaluation.benchmarks import (
     BENCHMARKS,
@@ -60,16 +58,21 @@ from evaluation.benchmarks import (
     load_benchmark,
     stratified_subset,
 )
+from evaluation.eval_checks import (
+    HUB_ID,
+    UsageError,
+    check_args,
+    check_identity,
+    check_out,
+    model_sha256,
+    resolve_model,
+)
 from evaluation.grading import GRADER_VERSION
 from evaluation.mcq import letter_warning
 from evaluation.metrics import bootstrap_ci, mean_g_pass_at_k
-from evaluation.templates import FEWSHOT_MATH, TEMPLATES
+from evaluation.templates import FEWSHOT_MATH
 
 log = logging.getLogger(__name__)
-
-
-class UsageError(ValueError):
-    """A user error found before any work: one line naming the argument and what to do (exit code 2)."""
 
 
 subset = stratified_subset  # the one subset rule (evaluation.benchmarks)
@@ -87,130 +90,6 @@ def _stderr(per_problem: np.ndarray) -> float:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-# ----------------------------------------------------------------------------------- checks before work
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-
-
-def resolve_model(value: str) -> Path:
-    """The model folder ``--model`` names: a local HF folder, or a hub id already in the local HF cache
-    (never a download: an unreachable hub would cost a minute of retries before failing)."""
-    if not value.strip():
-        raise UsageError("--model is empty; pass a HF model folder (config.json + weights)")
-    path = Path(value).expanduser()
-    if not path.exists() and _HUB_ID.match(value) and not value.startswith("."):
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        try:
-            path = Path(snapshot_download(value, local_files_only=True))
-        except (LocalEntryNotFoundError, OSError, ValueError):
-            raise UsageError(f"--model {value}: no such folder, and no hub model of that id in the local HF "
-                             f"cache; download it first (`hf download {value}`) or pass its folder") from None
-    if not path.exists():
-        raise UsageError(f"--model {value}: no such folder; pass a HF model folder (config.json + weights)")
-    if not path.is_dir():
-        raise UsageError(f"--model {value}: is a file, not a model folder; pass the folder holding config.json "
-                         "(a GGUF file: python -m evaluation.gguf_convert --out DIR)")
-    if not (path / "config.json").is_file():
-        raise UsageError(f"--model {value}: no config.json in this folder, so not a HF model folder")
-    if not any(f.name.endswith(WEIGHT_SUFFIXES) for f in path.iterdir()):
-        raise UsageError(f"--model {value}: no weights (*.safetensors, *.bin) in this folder")
-    return path.resolve()
-
-
-def model_sha256(folder: Path) -> str:
-    """Content hash of a model folder: sha256 over the sorted (relative path, file sha256) of its files."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        h.update(f"{f.relative_to(folder).as_posix()}\0{sha256_file(f)}\n".encode())
-    return h.hexdigest()
-
-
-def check_out(out: Path) -> None:
-    """``--out`` must be a folder (or not yet exist) under a writable parent; probed without leaving a file."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: is a file; pass a folder (created if missing)")
-    parent = out
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UsageError(f"--out {out}: {parent} is a file, so the folder cannot be created; pass another --out")
-    try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".creditbench-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise UsageError(f"--out {out}: {parent} is not writable ({err.strerror}); pass a writable folder") from None
-
-
-def check_identity(out: Path, identity: dict[str, Any]) -> None:
-    """Refuse an ``--out`` that holds another model's or another configuration's run."""
-    run_file = out / "run.json"
-    if run_file.is_file():
-        try:
-            old = json.loads(run_file.read_text())
-        except (OSError, json.JSONDecodeError):
-            old = {}
-        if old.get("run_key") == identity["run_key"]:
-            return
-        if old.get("model", {}).get("sha256") != identity["model"]["sha256"]:
-            what = f"another model ({old.get('model', {}).get('resolved')}, sha256 " \
-                   f"{str(old.get('model', {}).get('sha256'))[:12]})"
-        else:
-            changed = sorted(k for k in {**identity["config"], **old.get("config", {})}
-                             if identity["config"].get(k) != old.get("config", {}).get(k))
-            what = f"another configuration (differs in {', '.join(changed) or 'data'})"
-        raise UsageError(f"--out {out}: holds the results of {what}; pass another --out (or remove that folder)")
-    if out.is_dir() and any(out.iterdir()):
-        raise UsageError(f"--out {out}: not empty and holds no creditbench eval run (no run.json); pass a new "
-                         "or empty folder")
-
-
-def check_args(args: argparse.Namespace) -> None:
-    """The arguments alone (no files read): sets, numbers, sampling, template, backend, device."""
-    if not args.sets:
-        raise UsageError("--sets is empty; pass a comma list of sets (creditbench benchmarks list)")
-    unknown = [s for s in args.sets if s not in BENCHMARKS or BENCHMARKS[s].generated]
-    if unknown:
-        raise UsageError(f"--sets: unknown sets {unknown}; see `creditbench benchmarks list`")
-    if len(set(args.sets)) != len(args.sets):
-        raise UsageError(f"--sets: {args.sets} names a set twice; name each once")
-    for flag, value, low in (("--k", args.k, 1), ("--limit", args.limit, 1), ("--max-new-tokens",
-                             args.max_new_tokens, 1), ("--batch-size", args.batch_size, 1),
-                             ("--num-fewshot", args.num_fewshot, 0)):
-        if value is not None and value < low:
-            raise UsageError(f"{flag} {value}: must be at least {low}")
-    if not args.temperature >= 0 or not 0 < args.top_p <= 1:
-        raise UsageError(f"--temperature {args.temperature} / --top-p {args.top_p}: need temperature >= 0 "
-                         "and 0 < top-p <= 1")
-    generated = [s for s in args.sets if BENCHMARKS[s].kind != "mcq"]
-    if generated and args.k > 1 and args.temperature == 0:
-        raise UsageError(f"--k {args.k} with --temperature 0: greedy decoding gives {args.k} identical samples; "
-                         "pass --temperature > 0 to sample (e.g. 0.6) or --k 1")
-    if args.template is not None:
-        if args.template not in TEMPLATES:
-            raise UsageError(f"--template {args.template}: unknown; known: {', '.join(TEMPLATES)}")
-        if not generated:
-            raise UsageError("--template applies to math and code sets; multiple choice takes --mcq-protocol")
-        misfit = [s for s in generated if args.template not in BENCHMARKS[s].templates]
-        if misfit:
-            raise UsageError(f"--template {args.template}: does not fit {', '.join(misfit)} (their templates: "
-                             f"{', '.join(sorted({t for s in misfit for t in BENCHMARKS[s].templates}))}); "
-                             "evaluate those sets in another run")
-    if args.backend == "vllm":
-        import importlib.util
-
-        if importlib.util.find_spec("vllm") is None:
-            raise UsageError("--backend vllm: vLLM is not installed; pip install -e '.[gpu]' or --backend hf")
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {args.device}: no CUDA device here; pass --device cpu")
 
 
 @dataclass(frozen=True)
@@ -309,8 +188,8 @@ def engine_batch(engine: Any) -> int:
     return int(getattr(engine, "batch_size", 0) or 32)
 
 
-def _generated_sets(engine: Any, plan: Plan, args: argparse.Namespace, bar: Any) -> dict[str, tuple[dict, list]]:
-    """Sample and grade the math and code sets: name -> (metrics, per-sample records)."""
+def _generated_sets(engine: Any, plan: Plan, args: argparse.Namespace, bar: Any) -> dict[str, tuple[dict, list, dict]]:
+    """Sample and grade the math and code sets: name -> (metrics, per-sample records, summary)."""
     from evaluation.evaluate import sampling_dict, score
     from evaluation.generation import SamplingParams
 
@@ -334,13 +213,13 @@ def _generated_sets(engine: Any, plan: Plan, args: argparse.Namespace, bar: Any)
                       "n": len(problems), "k": args.k, "metrics": metrics, "reasons": summary["reasons"],
                       "sampling": sampling_dict(params, template), "seconds": round(seconds, 3),
                       "cache": {"problems_cached": from_cache, "problems_generated": len(problems) - from_cache},
-                      "mean_response_tokens": summary["mean_response_tokens"]}, records)
+                      "mean_response_tokens": summary["mean_response_tokens"]}, records, summary)
         bar.update(1)
     return out
 
 
-def _mcq_sets(engine: Any, plan: Plan, args: argparse.Namespace, bar: Any) -> dict[str, tuple[dict, list]]:
-    """Score the multiple-choice sets through lm-eval (cached per set): name -> (metrics, per-item records)."""
+def _mcq_sets(engine: Any, plan: Plan, args: argparse.Namespace, bar: Any) -> dict[str, tuple[dict, list, dict]]:
+    """Score the multiple-choice sets through lm-eval (cached per set): name -> (metrics, records, summary)."""
     from evaluation.mcq import run_ood
 
     cache_file = Path(args.out) / "cache" / "mcq.jsonl"
@@ -388,9 +267,55 @@ def _mcq_sets(engine: Any, plan: Plan, args: argparse.Namespace, bar: Any) -> di
                       "k": 1, "metrics": metrics, "lm_eval_acc": head["lm_eval_acc"],
                       "warnings": [warning] if warning else [], "seconds": head["seconds"],
                       "cache": {"problems_cached": 0 if name in todo else len(records),
-                                "problems_generated": len(records) if name in todo else 0}}, records)
+                                "problems_generated": len(records) if name in todo else 0}},
+                     records, mcq_summary(name, records, head, args.seed, [warning] if warning else []))
         bar.update(1)
     return out
+
+
+def mcq_summary(name: str, records: list[dict], head: dict, seed: int, warnings: list[str]) -> dict[str, Any]:
+    """A multiple-choice set in the workflow's summary schema (``evaluation.evaluate.score``): the headline
+    verdict per item (cloze: acc_norm, as lm-eval reports it; letters: acc) as k = 1 samples."""
+    import lm_eval
+
+    metric = "acc_norm" if head["protocol"] == "cloze" else "acc"
+    correct = [int(bool(r["correct_norm"] if metric == "acc_norm" else r["correct"])) for r in records]
+    arr = np.asarray(correct, dtype=float)
+    return {"benchmark": name, "n_problems": len(records), "k": 1, "n_samples": len(records),
+            "avg_at_k": float(arr.mean()), "ci95": _ci(arr, seed), "pass_at_k": float(arr.mean()),
+            "maj_at_k": float(arr.mean()), "problem_ids": [r["problem_id"] for r in records],
+            "per_problem_correct": [[c] for c in correct],
+            "reasons": {"correct": sum(correct), "wrong": len(correct) - sum(correct)},
+            "grader_version": f"lm-eval/{lm_eval.__version__} {metric}", "template": head["template"],
+            "mcq_protocol": head["protocol"], "mcq_metric": metric, "warnings": warnings}
+
+
+def model_label(value: str, resolved: Path) -> str:
+    """The model's name in report tables (lm-eval's ``model_name_sanitized``): a folder's name, or the hub
+    id with ``/`` as ``__``."""
+    name = value if not Path(value).expanduser().exists() and HUB_ID.match(value) else resolved.name
+    return re.sub(r"[^\w.-]+", "__", name) or "model"
+
+
+def write_summaries(out: Path, plan: Plan, args: argparse.Namespace,
+                    per_set: dict[str, tuple[dict, list, dict]]) -> dict[str, str]:
+    """Each set's summary in the workflow's schema at ``OUT/eval/<model>/seed<seed>/step0/<set>.summary.json``,
+    so that ``creditbench report --results OUT`` reads them; stale ones are removed. Returns set -> path."""
+    label = model_label(args.model, plan.model_dir)
+    manifest = plan.model_dir / "manifest.json"
+    manifest_id = json.loads(manifest.read_text()).get("manifest_id") if manifest.is_file() else None
+    folder = out / "eval" / label / f"seed{args.seed}" / "step0"
+    paths = {}
+    for name, (_, _, summary) in per_set.items():
+        path = folder / f"{name}.summary.json"
+        write_json_atomic(path, {**summary, "method": label, "seed": args.seed, "step": 0,
+                                 "data_sha256": plan.data[name]["sha256"], "manifest_id": manifest_id,
+                                 "model_sha256": plan.identity["model"]["sha256"]})
+        paths[name] = path.relative_to(out).as_posix()
+    for stale in (out / "eval").glob("*/seed*/step*/*.summary.json"):
+        if stale.relative_to(out).as_posix() not in paths.values():
+            stale.unlink()
+    return paths
 
 
 def sample_hashes(doc_id: int, record: dict) -> dict[str, Any]:
@@ -414,13 +339,13 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
 
         engine = make_backend(args.backend, str(plan.model_dir), seed=args.seed, device=args.device,
                               batch_size=args.batch_size)
-    per_set: dict[str, tuple[dict, list[dict]]] = {}
+    per_set: dict[str, tuple[dict, list[dict], dict]] = {}
     with tqdm(total=len(args.sets), desc="creditbench eval", unit="set", file=sys.stderr) as bar:
         if plan.jobs:
             per_set.update(_generated_sets(engine, plan, args, bar))
         if plan.mcq:
             per_set.update(_mcq_sets(engine if args.backend == "hf" else None, plan, args, bar))
-    for name, (_, records) in per_set.items():
+    for name, (_, records, _) in per_set.items():
         index = {pid: i for i, pid in enumerate(plan.data[name]["problem_ids"])}
         write_jsonl_atomic(out / f"samples_{name}.jsonl",
                            [{**r, **sample_hashes(index[r["problem_id"]], r)} for r in records])
@@ -448,6 +373,7 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
         "git": {"commit": commit, "dirty": dirty},
         "git_hash": commit,
         "samples": {name: f"samples_{name}.jsonl" for name in args.sets},
+        "summaries": write_summaries(out, plan, args, per_set),
         "total_evaluation_time_seconds": round(time.perf_counter() - t0, 3),
     }
     write_json_atomic(out / "results.json", results)

@@ -45,10 +45,10 @@ def readme_commands(section: str) -> list[list[str]]:
 
 
 def scaled(argv: list[str], model: Path, out: Path, limit: str = "2") -> list[str]:
-    """A README command with the model, the output folder and --limit replaced (nothing else)."""
-    argv = [str(model) if a == "DIR" else a for a in argv]
-    for flag, value in (("--limit", limit), ("--out", str(out))):
-        argv[argv.index(flag) + 1] = value
+    """A README command with the model, the output folder (results/eval) and --limit replaced (nothing else)."""
+    argv = [str(model) if a == "DIR" else str(out) if a == "results/eval" else a for a in argv]
+    if "--limit" in argv:
+        argv[argv.index("--limit") + 1] = limit
     return argv
 
 
@@ -65,9 +65,7 @@ def test_readme_quick_start_runs_as_written(tiny_env, tmp_path):
     old = os.umask(0o022)
     try:
         for argv in lines:
-            if argv[:2] == ["creditbench", "eval"]:
-                argv = scaled(argv, tiny_env["model"], out)
-            res = creditbench(*argv[1:])
+            res = creditbench(*scaled(argv, tiny_env["model"], out)[1:])
             assert res.returncode == 0, (argv, res.stderr[-3000:])
     finally:
         os.umask(old)
@@ -77,6 +75,10 @@ def test_readme_quick_start_runs_as_written(tiny_env, tmp_path):
     assert results["model"]["sha256"] == harness.model_sha256(tiny_env["model"].resolve())
     assert results["model"]["resolved"] == str(tiny_env["model"].resolve()) and results["date"].startswith("20")
     assert results["command"].startswith("creditbench eval --model") and results["git_hash"]
+    assert results["summaries"]["gsm8k"] == "eval/model/seed0/step0/gsm8k.summary.json"
+    main = (out / "tables" / "main.md").read_text()  # the report read every summary
+    assert "| model |" in main and "math500" in main, main
+    assert "model" in (out / "tables" / "gsm8k.md").read_text() and "arc" in (out / "tables" / "ood.md").read_text()
     modes = {p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in files_under(out)}
     assert modes and all(m == 0o644 for m in modes.values()), modes
 
