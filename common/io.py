@@ -110,10 +110,12 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
 
 
 def replace_dir_atomic(tmp_dir: str | os.PathLike, final_dir: str | os.PathLike) -> None:
-    """Move a fully written directory into place (with the umask's mode, not ``mkdtemp``'s 0700); an
-    existing one is swapped out then removed."""
+    """Move a fully written directory into place; an existing one is swapped out then removed. The folder
+    and its files get the umask's modes (not ``mkdtemp``'s 0700, nor the 0600 safetensors writes)."""
     final_dir = Path(final_dir)
-    os.chmod(tmp_dir, umask_mode(directory=True))
+    for path in [Path(tmp_dir), *Path(tmp_dir).rglob("*")]:
+        if not path.is_symlink():
+            os.chmod(path, umask_mode(directory=path.is_dir()))
     old = final_dir.with_name(final_dir.name + ".old")
     if old.exists():
         shutil.rmtree(old)

@@ -47,8 +47,11 @@ def test_atomic_writes_get_the_mode_the_umask_asks_for(tmp_path, umask, file_mod
         write_json_atomic(tmp_path / "a.json", {"x": 1})
         write_text_atomic(tmp_path / "a.json", "again\n")  # replacing keeps the umask's mode too
         staged = Path(tempfile.mkdtemp(dir=tmp_path))
+        fd, _ = tempfile.mkstemp(dir=staged)  # 0600, as safetensors writes its weights
+        os.close(fd)
         replace_dir_atomic(staged, tmp_path / "ckpt")
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == file_mode
     assert stat.S_IMODE((tmp_path / "ckpt").stat().st_mode) == dir_mode
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "ckpt").iterdir()] == [file_mode]

@@ -132,6 +132,21 @@ def test_dag_writes_tables_figures_and_manifests(undisturbed):
         assert f'"{key}"' in manifest
 
 
+def unreadable(root: Path) -> list[str]:
+    """Files under ``root`` without the read bits the umask grants (mkstemp's 0600 under umask 0022)."""
+    from common.io import umask_mode
+
+    want = umask_mode() & 0o444
+    return [f"{p.relative_to(root)} {oct(p.stat().st_mode & 0o777)}" for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink() and p.stat().st_mode & want != want]
+
+
+def test_every_output_is_as_readable_as_the_umask_asks(undisturbed):
+    """Tables, figures, summaries, samples, metrics and checkpoints: a colleague reads them (0644 under 0022)."""
+    bad = unreadable(undisturbed)
+    assert not bad, f"{len(bad)} files: {bad[:10]}"
+
+
 def test_snakemake_config_overrides_reach_the_python_jobs(undisturbed):
     """`--config output_dir=...` (and any other override) is what the jobs read, not the original YAML."""
     (resolved,) = (undisturbed / "configs").glob("*.yaml")
