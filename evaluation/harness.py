@@ -12,8 +12,10 @@ config, the command, the date, the model's resolved path and content sha256, pac
 each set's data sha256 and problem ids, the grader version and per-set metrics with stderr and 95 %
 bootstrap CIs (lm-eval's field names where it has one: ``n-shot``, ``n-samples``, ``git_hash``,
 ``chat_template_sha``, per sample ``doc_id`` / ``doc_hash`` / ``prompt_hash`` / ``target_hash``);
-``OUT/samples_<set>.jsonl`` holds every graded sample with exactly what was graded. ``--limit`` draws a
-seeded subset, stratified by subject where the set has subjects (MMLU-STEM), kept in file order.
+``OUT/samples_<set>.jsonl`` holds every graded sample with exactly what was graded, and
+``OUT/eval/<model>/seed<s>/step0/<set>.summary.json`` each set in the workflow's summary schema, so that
+``creditbench report --results OUT`` tabulates it. ``--limit`` draws a seeded subset stratified by subject
+and level where the set has them (``evaluation.benchmarks.stratified_subset``), kept in file order.
 
 Errors before work: every argument (model folder, output folder, sets, template, k / temperature, data
 files) is checked before the model is loaded; a user error is one line on stderr and exit code 2
@@ -367,6 +369,7 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
                    else len(FEWSHOT_MATH) * (plan.jobs[name][1] == "base_fewshot") for name in args.sets},
         "n-samples": {name: {"original": plan.data[name]["n_total"],
                              "effective": len(plan.data[name]["problem_ids"])} for name in args.sets},
+        "seeds": {"subset_seed": args.seed, "sampling_seed": args.seed},  # one --seed draws both
         "chat_template_sha": _sha(template) if isinstance(template, str) else None,
         "grader_version": GRADER_VERSION,
         "versions": {**package_versions(), "python": sys.version.split()[0]},
