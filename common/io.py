@@ -109,13 +109,18 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
         os.fsync(f.fileno())
 
 
+def apply_umask_modes(root: str | os.PathLike) -> None:
+    """Give a written folder and everything in it the umask's modes (:func:`umask_mode`); links untouched."""
+    for path in [Path(root), *Path(root).rglob("*")]:
+        if not path.is_symlink():
+            os.chmod(path, umask_mode(directory=path.is_dir()))
+
+
 def replace_dir_atomic(tmp_dir: str | os.PathLike, final_dir: str | os.PathLike) -> None:
     """Move a fully written directory into place; an existing one is swapped out then removed. The folder
     and its files get the umask's modes (not ``mkdtemp``'s 0700, nor the 0600 safetensors writes)."""
     final_dir = Path(final_dir)
-    for path in [Path(tmp_dir), *Path(tmp_dir).rglob("*")]:
-        if not path.is_symlink():
-            os.chmod(path, umask_mode(directory=path.is_dir()))
+    apply_umask_modes(tmp_dir)
     old = final_dir.with_name(final_dir.name + ".old")
     if old.exists():
         shutil.rmtree(old)
