@@ -200,6 +200,15 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
+class TrackingConfig:
+    """Experiment tracking of both trainers (``training.tracking``); offline, never changes results."""
+
+    backend: str  # none | tensorboard | wandb | mlflow
+    dir: str | None  # None: <run_dir>/tracking
+    project: str
+
+
+@dataclass(frozen=True)
 class TrainDataConfig:
     """RL training prompts: a registered set or a hub dataset (``training.prepare_data``); both None = synthetic."""
 
@@ -289,6 +298,7 @@ class Config:
     train_data: TrainDataConfig
     scale: ScaleConfig
     fidelity: FidelityConfig
+    tracking: TrackingConfig
     raw: Mapping[str, Any]
     """The validated dict with defaults filled (hashed into manifests)."""
 
@@ -410,6 +420,8 @@ def _error_line(err: jsonschema.ValidationError) -> str:
         return f"config key '{where}': {err.instance!r} is not of type {want}; write a plain YAML {want}"
     if err.validator == "enum":
         return f"config key '{where}': {err.instance!r} is not one of {list(err.validator_value)}"
+    if err.validator == "uniqueItems":
+        return f"config key '{where}': {err.instance!r} repeats an entry; list each once"
     message = err.message if len(err.message) <= 160 else err.message[:157] + "..."
     return f"config key '{where}': {message}"
 
@@ -485,6 +497,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         train_data=_build(TrainDataConfig, data["train_data"]),
         scale=_build_scale(data["scale"]),
         fidelity=_build_fidelity(data["fidelity"]),
+        tracking=_build(TrackingConfig, data["tracking"]),
         raw=data,
     )
 

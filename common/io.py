@@ -19,20 +19,45 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half of it."""
+def umask_mode(*, directory: bool = False) -> int:
+    """The mode ``open``/``mkdir`` would give a new file (0o666) or folder (0o777) under the process's umask.
+
+    Temporary files (``mkstemp``: 0600, ``mkdtemp``: 0700) get it before they are moved into place, so
+    results on a shared machine are as readable as any file the user writes (0644 under umask 0022)."""
+    mask = None
+    try:  # Linux reports the umask without changing it (os.umask would, process-wide, for a moment)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                mask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    if mask is None:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of it; the
+    file gets the mode the umask asks for (:func:`umask_mode`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        os.fchmod(fd, umask_mode())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8, line ends as given."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def copy_file_atomic(src: str | os.PathLike, dst: str | os.PathLike) -> None:
@@ -84,9 +109,18 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> None:
         os.fsync(f.fileno())
 
 
+def apply_umask_modes(root: str | os.PathLike) -> None:
+    """Give a written folder and everything in it the umask's modes (:func:`umask_mode`); links untouched."""
+    for path in [Path(root), *Path(root).rglob("*")]:
+        if not path.is_symlink():
+            os.chmod(path, umask_mode(directory=path.is_dir()))
+
+
 def replace_dir_atomic(tmp_dir: str | os.PathLike, final_dir: str | os.PathLike) -> None:
-    """Move a fully written directory into place; an existing one is swapped out then removed."""
+    """Move a fully written directory into place; an existing one is swapped out then removed. The folder
+    and its files get the umask's modes (not ``mkdtemp``'s 0700, nor the 0600 safetensors writes)."""
     final_dir = Path(final_dir)
+    apply_umask_modes(tmp_dir)
     old = final_dir.with_name(final_dir.name + ".old")
     if old.exists():
         shutil.rmtree(old)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from common.io import write_text_atomic
 from evaluation.grading import GRADER_VERSION, grade
 
 
@@ -139,11 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         records = [json.loads(line) for line in fh if line.strip()]
     md = to_markdown(audit(records, dataset=args.dataset, timeout_s=args.timeout, max_examples=args.examples))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=args.out.resolve().parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(md)
-        os.replace(tmp, args.out)
+        write_text_atomic(args.out, md)
     print(md)
 
 

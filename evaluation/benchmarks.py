@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import random
 import sys
@@ -398,6 +399,32 @@ _PARSERS: Mapping[str, Callable[..., list[Problem]]] = MappingProxyType({
 
 
 # ----------------------------------------------------------------------------------------- loading
+
+STRATA = ("subject", "level")
+"""Problem ``meta`` keys a subset is stratified by, where a set has them (MMLU-STEM: subject; MATH-500: both)."""
+
+
+def stratified_subset(problems: Sequence[Problem], limit: int | None, seed: int) -> list[Problem]:
+    """``limit`` problems drawn with ``seed``, stratified by :data:`STRATA` where present, in file order: the
+    one subset rule of ``creditbench eval`` and of seeded ``real_eval`` subsets.
+
+    Strata get ``limit`` in proportion to their size (largest remainders first, ties by stratum name), so a
+    sorted file's first subject cannot fill the subset; all problems when ``limit`` is None or too large.
+    """
+    problems = list(problems)
+    if limit is None or limit >= len(problems):
+        return problems
+    strata: dict[str, list[int]] = {}
+    for i, p in enumerate(problems):
+        strata.setdefault("/".join(str(p.meta.get(k, "")) for k in STRATA), []).append(i)
+    quota = {s: limit * len(idx) / len(problems) for s, idx in strata.items()}
+    take = {s: math.floor(q) for s, q in quota.items()}
+    for s in sorted(quota, key=lambda s: (take[s] - quota[s], s))[: limit - sum(take.values())]:
+        take[s] += 1
+    rng = random.Random(seed)
+    keep = sorted(i for s, idx in sorted(strata.items()) for i in rng.sample(idx, take[s]))
+    return [problems[i] for i in keep]
+
 
 def load_benchmark(name: str, *, data_dir: str | os.PathLike[str] | None = None,
                    gpqa_dir: str | os.PathLike[str] | None = None, path: str | os.PathLike[str] | None = None,

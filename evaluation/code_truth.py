@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from common.io import copy_file_atomic, write_text_atomic
+from common.io import write_bytes_atomic, write_text_atomic
 from evaluation.benchmarks import REPO_ROOT
 
 
@@ -73,12 +73,7 @@ def expected_outputs(dataset: str, rows: Mapping[str, dict], problems: Mapping[s
         for t, oracle in computed.items():
             data, sidecar = _paths(cache, t, rows[t])
             raw = pickle.dumps(oracle, protocol=pickle.HIGHEST_PROTOCOL)
-            with tempfile.NamedTemporaryFile(dir=cache, delete=False) as fh:
-                fh.write(raw)
-            try:
-                copy_file_atomic(fh.name, data)
-            finally:
-                os.unlink(fh.name)
+            write_bytes_atomic(data, raw)
             write_text_atomic(sidecar, hashlib.sha256(raw).hexdigest() + "\n")
             out[t] = oracle
     return out

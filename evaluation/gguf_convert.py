@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from common.io import apply_umask_modes
 from evaluation.benchmarks import load_benchmark, sha256_file
 from evaluation.grading import last_boxed
 
@@ -69,6 +70,7 @@ def convert(out: str | Path, gguf: Path | None = None) -> dict[str, Any]:
               "gguf_sha256": sha256_file(gguf), "gguf_bytes": gguf.stat().st_size,
               "parameters": sum(p.numel() for p in model.parameters()), "convert_s": round(time.monotonic() - t0, 1)}
     (out / "gguf_source.json").write_text(json.dumps(record, indent=1))
+    apply_umask_modes(out)  # safetensors writes its weights 0600
     log.info("converted %s -> %s in %.1f s", gguf, out, record["convert_s"])
     return record
 

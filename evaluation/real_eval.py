@@ -12,7 +12,7 @@
 
 Every summary records the grader version, data sha256, template, k, the subset (``limit``,
 ``subset_seed``, ``n_total``, the problem ids) and n. The subset is fixed: the first N problems in file
-order, or N drawn with ``subset_seed`` and kept in file order.
+order, or N drawn with ``subset_seed`` by the one subset rule (stratified by subject / level, file order).
 
     python -m evaluation.real_eval generate --config C --model-dir M --method dapo --seed 1 --step 30 \
         --out-dir OUT/real_eval/dapo/seed1/step30 --sets aime24 mbpp_plus arc_challenge
@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import logging
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -35,7 +34,14 @@ from typing import Any
 
 from common.config import Config, ConfigError, load_config
 from common.io import read_jsonl, sha256_file, write_json_atomic, write_jsonl_atomic
-from evaluation.benchmarks import BenchmarkError, Problem, benchmark_file, get_benchmark, load_benchmark
+from evaluation.benchmarks import (
+    BenchmarkError,
+    Problem,
+    benchmark_file,
+    get_benchmark,
+    load_benchmark,
+    stratified_subset,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +111,13 @@ def checkpoints(cfg: Config) -> list[tuple[str, int, int]]:
 # ----------------------------------------------------------------------------------------- subsets
 
 def select(problems: list[Problem], limit: int | None, seed: int | None) -> list[Problem]:
-    """The first ``limit`` problems, or ``limit`` drawn with ``seed`` (kept in file order); all if None."""
+    """The first ``limit`` problems (smoke runs), or ``limit`` drawn with ``seed`` by the one subset rule
+    (``evaluation.benchmarks.stratified_subset``: stratified by subject / level, file order); all if None."""
     if limit is None or limit >= len(problems):
         return list(problems)
     if seed is None:
         return problems[:limit]
-    keep = sorted(random.Random(seed).sample(range(len(problems)), limit))
-    return [problems[i] for i in keep]
+    return stratified_subset(problems, limit, seed)
 
 
 def load_subset(cfg: Config, name: str) -> tuple[list[Problem], dict[str, Any]]:

@@ -18,6 +18,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 from common.config import ModelConfig, load_config
 from common.io import read_jsonl
 from common.runtime import setup_runtime
+from training.checkpoint import save_hf_atomic
 
 EOS = "<|endoftext|>"
 SPECIAL_TOKENS = [EOS, "<|im_start|>", "<|im_end|>"]
@@ -86,8 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = read_jsonl(args.train)
         tokenizer = train_tokenizer([r["prompt"] + r["solution"] for r in rows], cfg.model.vocab_size)
         model = build_model(cfg.model, tokenizer)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    save_hf_atomic(model, tokenizer, out)  # atomic, with the umask's file modes
     n_params = sum(p.numel() for p in model.parameters())
     print(f"saved {model.config.model_type} with {n_params:,} parameters, vocab {len(tokenizer)} to {out}")
 

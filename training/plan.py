@@ -560,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          host_mem_gb=args.host_mem_gb)
     except (ConfigError, ValueError, KeyError) as exc:
         print(f"plan: {exc}", file=sys.stderr)
-        return 1
+        return 2  # a user error, as creditbench eval's
     print(json.dumps(asdict(plan), indent=1) if args.json else render(plan, a))
     if plan.problems:
         print(f"plan: {len(plan.problems)} setting(s) cannot fit; see DOES NOT FIT above", file=sys.stderr)

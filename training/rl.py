@@ -68,6 +68,7 @@ from training.credit import CreditBatch, get_token_advantage_fn, get_token_weigh
 from training.credit.gradsnr import step_gradient_snr
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.presets import Preset, get_preset
+from training.tracking import make_tracker, weights_text
 
 
 class PhaseTimer:
@@ -402,6 +403,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         ref_model.requires_grad_(False)
 
     logp_fn = make_logp_fn(model, rl.micro_batch_size)  # CF's counterfactual re-scoring, current policy
+    tracker = make_tracker(cfg.tracking, run, name=f"{preset.name}-seed{seed}", config=cfg.raw)
 
     t_start = time.perf_counter()
     for step in range(start_step, rl.steps):
@@ -488,8 +490,9 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 save_hf_atomic(model, tokenizer, resume_root / f"step{done}", extra_state=state)
                 publish_checkpoint(resume_root / f"step{done}", ckpt_root / f"step{done}")
                 if rl.log_token_weights:
-                    dump_token_weights(weights_path, tokenizer, done, response_ids, loss_mask, weights,
-                                       advantages, correct, rl.log_token_weights)
+                    rows = dump_token_weights(weights_path, tokenizer, done, response_ids, loss_mask, weights,
+                                              advantages, correct, rl.log_token_weights)
+                    tracker.text("token_weights", weights_text(rows), done)
         seconds = dict(timer.seconds)
         seconds["total"] = sum(timer.seconds.values())
         row = {
@@ -504,24 +507,29 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         }
         for path in (resume_metrics, metrics_path):
             append_jsonl(path, row)
+        tracker.log(row, step)
         if step % 10 == 0 or done == rl.steps:
             print(f"[{preset.name} seed {seed}] step {done}/{rl.steps} acc {float(correct.mean()):.3f} "
                   f"step {seconds['total']:.2f}s", flush=True)
+    tracker.close()
     shutil.rmtree(resume_root, ignore_errors=True)  # done: a forced rerun (new code) starts from step 0
 
 
-def dump_token_weights(path, tokenizer, step, response_ids, mask, weights, advantages, correct, n) -> None:
-    """A few samples' per-token weights (for the DelTA lambda / CF weight heat-maps)."""
+def dump_token_weights(path, tokenizer, step, response_ids, mask, weights, advantages, correct, n) -> list[dict]:
+    """A few samples' per-token weights (for the DelTA lambda / CF weight heat-maps); returns the rows."""
     order = torch.argsort(advantages, descending=True)
     picks = torch.cat([order[: (n + 1) // 2], order[-(n // 2):]]) if n > 1 else order[:1]
+    rows: list[dict] = []
     for i in picks.tolist():
         length = int(mask[i].sum())
         if length == 0:
             continue
         ids = response_ids[i, :length].tolist()
-        append_jsonl(path, {"step": step, "tokens": [tokenizer.decode([t]) for t in ids],
-                            "weights": [round(float(w), 5) for w in weights[i, :length]],
-                            "advantage": float(advantages[i]), "correct": bool(correct[i])})
+        rows.append({"step": step, "tokens": [tokenizer.decode([t]) for t in ids],
+                     "weights": [round(float(w), 5) for w in weights[i, :length]],
+                     "advantage": float(advantages[i]), "correct": bool(correct[i])})
+        append_jsonl(path, rows[-1])
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:

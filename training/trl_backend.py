@@ -51,6 +51,7 @@ training.rl`` for one process; the rule prefixes :func:`training.plan.launch_pre
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import time
@@ -69,6 +70,7 @@ from training import losses
 from training.checkpoint import truncate_metrics
 from training.credit import CreditBatch, get_token_weight_fn
 from training.presets import Preset
+from training.tracking import report_to
 
 LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
 """TRL ``loss_type`` with the same aggregation (used by TRL for its logging only; the loss is ours)."""
@@ -193,7 +195,8 @@ def grpo_args(cfg: Config, preset: Preset, *, seed: int, output_dir: str) -> dic
         raise ValueError(f"preset {preset.name}: dynamic sampling is not supported by backend trl")
     cpu = s.gpus_per_node == 0
     args: dict[str, Any] = dict(
-        output_dir=output_dir, seed=seed, data_seed=seed, report_to="none", logging_steps=1,
+        output_dir=output_dir, seed=seed, data_seed=seed, logging_steps=1,
+        report_to=report_to(cfg.tracking, Path(output_dir).parent)[0],  # tracking (training.tracking)
         # checkpoints are written by CheckpointAndMetrics (HF folder + TRL resume state)
         save_strategy="no", save_total_limit=1,
         learning_rate=rl.lr, weight_decay=rl.weight_decay, max_grad_norm=rl.grad_clip, lr_scheduler_type="constant",
@@ -522,6 +525,7 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
     from trl import GRPOConfig
 
     run = Path(run_dir)
+    os.environ.update(report_to(cfg.tracking, run)[1])  # the integrations' offline mode and folders
     tokenizer = AutoTokenizer.from_pretrained(sft_dir, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -63,7 +63,9 @@ class HFBackend:
         self.batch_size = batch_size
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]:
+        """``offset``: the position of ``prompts[0]`` in a longer list generated chunk by chunk (resumed
+        evaluations), so that a chunk gets the seed it gets in one call over the whole list."""
         tok = self.tokenizer
         results: list[list[Completion]] = []
         per_batch = max(1, self.batch_size // params.n)
@@ -75,7 +77,8 @@ class HFBackend:
             # The seed depends on the chunk's position, not on the batch size of earlier chunks.
             resp = sample_hf(self.model, tok, enc["input_ids"], enc["attention_mask"], n=params.n,
                              temperature=params.temperature, top_p=params.top_p,
-                             max_new_tokens=params.max_new_tokens, generator_seed=params.seed * 1_000_003 + start,
+                             max_new_tokens=params.max_new_tokens,
+                             generator_seed=params.seed * 1_000_003 + offset + start,
                              stop_strings=params.stop)
             latency = (time.perf_counter() - t0) / max(1, len(chunk) * params.n)
             rows = resp.tolist()

@@ -35,7 +35,7 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
 
 
 class Backend(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]: ...
 
 
 class BackendUnavailable(RuntimeError):

@@ -30,11 +30,11 @@ def _import_vllm() -> Any:
     return vllm
 
 
-def request_params(params: SamplingParams, n_prompts: int, sampling_cls: Any) -> list[Any]:
-    """One vLLM ``SamplingParams`` per prompt, with a per-request seed."""
+def request_params(params: SamplingParams, n_prompts: int, sampling_cls: Any, offset: int = 0) -> list[Any]:
+    """One vLLM ``SamplingParams`` per prompt, with a per-request seed (``offset``: see ``generate``)."""
     return [sampling_cls(n=params.n, temperature=params.temperature,
                          top_p=1.0 if params.temperature == 0.0 else params.top_p, top_k=-1,
-                         max_tokens=params.max_new_tokens, seed=params.seed * 1_000_003 + i,
+                         max_tokens=params.max_new_tokens, seed=params.seed * 1_000_003 + offset + i,
                          stop=list(params.stop))
             for i in range(n_prompts)]
 
@@ -59,10 +59,11 @@ class VLLMBackend:
         self.llm = vllm.LLM(model=model_dir, seed=seed, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
                             gpu_memory_utilization=gpu_memory_utilization)
 
-    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]:
+        """``offset``: the position of ``prompts[0]`` in a longer list generated chunk by chunk."""
         if not prompts:
             return []
-        sp = request_params(params, len(prompts), self._vllm.SamplingParams)
+        sp = request_params(params, len(prompts), self._vllm.SamplingParams, offset)
         t0 = time.perf_counter()
         outputs = self.llm.generate(prompts, sp, use_tqdm=False)
         latency = (time.perf_counter() - t0) / max(1, len(prompts) * params.n)

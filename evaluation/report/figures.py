@@ -35,6 +35,7 @@ from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from common.io import umask_mode  # noqa: E402
 from evaluation.report.load import (  # noqa: E402
     AVG,
     METHOD_LABELS,
@@ -93,6 +94,7 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
         os.close(fd)
         try:
             fig.savefig(tmp, format=fmt, metadata=METADATA[fmt])
+            os.chmod(tmp, umask_mode())  # not mkstemp's 0600
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

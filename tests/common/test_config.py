@@ -20,6 +20,9 @@ def test_defaults_are_filled_from_the_schema():
         ({"eval": {"k": "four"}}, "eval/k"),
         ({"bogus": 1}, "<top level>"),
         ({"backend": "megatron"}, "backend"),
+        ({"seeds": [1, 1]}, "seeds"),  # a seed twice would train and count the same run twice
+        ({"methods": ["dapo", "dapo"]}, "methods"),
+        ({"seeds": [1, 2], "real_eval": {"seeds": [2, 2]}}, "real_eval/seeds"),
     ],
 )
 def test_bad_key_is_named(patch, key):
@@ -46,3 +49,21 @@ def test_checkpoint_steps_every_n_and_the_last(steps, every, expected):
 def test_synthetic_task_unless_a_dataset_or_source_is_configured():
     assert config_from_dict(BASE).synthetic_task
     assert not config_from_dict({**BASE, "train_data": {"dataset": "gsm8k"}}).synthetic_task
+
+
+def test_duplicate_seeds_fail_the_command_in_one_line(tmp_path):
+    """Through ``creditbench plan`` (the same validation as the workflow's): exit 2, one line, the key."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({**BASE, "seeds": [1, 1]}))
+    repo = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-m", "training.cli", "plan", str(cfg)], cwd=repo, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=300)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "plan: config key 'seeds': [1, 1] repeats an entry; list each once"

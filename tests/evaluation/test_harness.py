@@ -36,3 +36,14 @@ def test_one_letter_taking_the_predictions_is_warned():
     results = {"results": {"arc_challenge": {"protocol": "letters", "n": 200, "k": 1, "metrics": metrics,
                                              "warnings": [warning]}}}
     assert harness.format_results(results).splitlines()[-1] == f"warning: {warning}"
+
+
+def test_math500_subset_is_stratified_by_subject_and_level_and_real_eval_shares_the_rule():
+    from evaluation import real_eval
+
+    problems = load_benchmark("math500")
+    chosen = harness.subset(problems, 100, seed=0)
+    for key in ("subject", "level"):
+        everyone, got = Counter(p.meta[key] for p in problems), Counter(p.meta[key] for p in chosen)
+        assert all(abs(got[v] - 100 * n / len(problems)) <= 4 for v, n in everyone.items()), key
+    assert real_eval.select(problems, 100, 0) == chosen  # one rule for seeded subsets

@@ -65,10 +65,21 @@ def test_yaml_1e_4_and_nested_config_overrides_are_numbers(tmp_path):
     ("task: {min_ops: 3, max_ops: 2}\n", "task/min_ops"),
     ("rl: {lr: fast}\n", "rl/lr"),
     ("rl: {learning_rate: 1e-4}\n", "rl"),
+    ("seeds: [1, 1]\n", "seeds"),  # the same seed twice would be counted as two runs
+    ("tracking: {backend: comet}\n", "tracking/backend"),
 ])
 def test_bad_config_fails_at_dag_time_in_one_line(tmp_path, extra, key):
     line = one_error_line(*dry_run(tmp_path, extra))
     assert line.startswith(f"config key '{key}'"), line
+
+
+def test_a_tracking_backend_without_its_writer_fails_at_dag_time(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed")
+    line = one_error_line(*dry_run(tmp_path, "tracking: {backend: wandb}\n"))
+    assert line.startswith("config key 'tracking/backend': wandb needs the wandb package; pip install"), line
 
 
 def test_gpqa_dir_env_var_is_honoured_and_a_requested_missing_set_fails(tmp_path):

@@ -145,6 +145,21 @@ def test_the_ab_twin_is_dapo_on_other_seeds_under_the_same_seed_id(undisturbed):
     assert "dapo_twin" in set(sig["method"])
 
 
+def unreadable(root: Path) -> list[str]:
+    """Files under ``root`` without the read bits the umask grants (mkstemp's 0600 under umask 0022)."""
+    from common.io import umask_mode
+
+    want = umask_mode() & 0o444
+    return [f"{p.relative_to(root)} {oct(p.stat().st_mode & 0o777)}" for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink() and p.stat().st_mode & want != want]
+
+
+def test_every_output_is_as_readable_as_the_umask_asks(undisturbed):
+    """Tables, figures, summaries, samples, metrics and checkpoints: a colleague reads them (0644 under 0022)."""
+    bad = unreadable(undisturbed)
+    assert not bad, f"{len(bad)} files: {bad[:10]}"
+
+
 def test_snakemake_config_overrides_reach_the_python_jobs(undisturbed):
     """`--config output_dir=...` (and any other override) is what the jobs read, not the original YAML."""
     (resolved,) = (undisturbed / "configs").glob("*.yaml")

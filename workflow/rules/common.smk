@@ -11,10 +11,12 @@ from evaluation.real_eval import available_sets, check_data_files  # noqa: E402
 from evaluation.real_eval import checkpoints as real_checkpoints  # noqa: E402
 from training.plan import launch_prefix, slurm_resources  # noqa: E402
 from training.presets import check_methods  # noqa: E402
+from training.tracking import check_available  # noqa: E402
 
 try:
     CFG = config_from_dict(config)  # validates, fills the schema defaults, checks cross-key constraints
     check_methods(CFG.raw)  # preset names and knobs (training.presets)
+    check_available(CFG.tracking)  # the tracking backend's writer is installed (training.tracking)
     # Real benchmarks (config real_eval) on the SFT and final checkpoints: the sets are fixed here, and
     # every data file the DAG uses is verified now, not after training.
     REAL_SETS = available_sets(CFG, explicit="sets" in (config.get("real_eval") or {}))
