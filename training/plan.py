@@ -21,7 +21,7 @@ Memory per GPU (GB = 1e9 bytes) for the trainer, per method (a KL term needs a r
   fp32 tiles of at most 4,096 tokens x 32,768 vocabulary entries, counted twice (forward and backward
   buffers); backend native materialises the logits: 8 bytes per (completion token, vocab entry)
   [ASSUMPTION: bf16 logits, the temperature-scaled copy and their gradient, plus fp32 slack].
-- DelTA (presets with ``needs_hidden``) keeps the LM-head inputs of the process's whole generation batch
+- DelTA (presets whose ``needs`` holds "hidden") keeps the LM-head inputs of the process's whole generation batch
   (sequences x max_new_tokens x hidden, bf16 on the host when offloaded; ``training.credit.delta``
   streams it in fp32 row chunks of at most 1 GiB, so no full-precision copy): checked against
   ``--host-mem-gb`` per node.
@@ -393,7 +393,7 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
         preset = get_preset(method, cfg.algorithms.get(method))
         mem = memory_per_gpu(shape, scale, preset, max_prompt=max_prompt, max_new=rl.max_new_tokens, a=a,
                              gpu_mem_gb=mem_gb, backend=cfg.backend)
-        if preset.needs_hidden:
+        if "hidden" in preset.needs:
             seqs = batch // max(1, world)  # the local generation batch of one process
             per_proc = (seqs * rl.max_new_tokens * shape.hidden * 2 + CHUNK_BYTES) / GB  # bf16 store + one chunk
             per_node = per_proc * max(1, scale.gpus_per_node)

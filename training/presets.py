@@ -42,7 +42,13 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from common.config import ConfigError
+from training.credit.batch import POSITION_STATS
 from training.losses import AggregationMode, TokenMeanNormaliser
+
+NEEDS: frozenset[str] = frozenset({"hidden", "kv", *POSITION_STATS})
+"""What a preset may ask phase 3 (the old-log-prob forward) to compute, once, beside log-probs and entropy:
+``hidden`` (LM-head input h, DelTA), ``kv`` (keys/values for CF's prefix-cached re-scoring) and the per-position
+statistics of ``training.credit.batch.POSITION_STATS`` (``sum_pi_sq``, OTB)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,10 @@ class Preset:
     """Token-level advantage in ``training.credit.TOKEN_ADVANTAGES`` that replaces A_i in the loss (OTB, KTAE)."""
     advantage_knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-advantage function."""
-    needs_sum_pi_sq: bool = False
-    """The old-log-prob forward also returns sum_v pi_v^2 per response position (OTB's path-variance proxy)."""
+    needs: tuple[str, ...] = ()
+    """What the preset's functions read beyond log-probs and entropy, computed once by phase 3 (``NEEDS``):
+    "hidden" (``CreditBatch.hidden``, DelTA), "kv" (CF: the forward keeps its keys/values, so that
+    ``training.credit.rescoring.edited_logp`` runs only the edited suffixes), "sum_pi_sq" (``CreditBatch.stats``)."""
     weights_on_kl: bool = False
     """If True the token weight multiplies the whole per-token loss (pg + beta*KL), as CF's TRL code."""
     overlong_shaping: bool = False
@@ -85,13 +93,13 @@ class Preset:
     """Drop truncated completions from the loss (overlong filtering; TRL mask_truncated_completions)."""
     dynamic_sampling: bool = False
     """DAPO §3.2: drop groups whose rewards all agree (zero advantage)."""
-    needs_hidden: bool = False
-    """The token-weight function reads ``CreditBatch.hidden`` (captured in the old-log-prob forward)."""
-    needs_kv: bool = False
-    """The token-weight function re-scores edited responses (CF): the old-log-prob forward keeps its keys and
-    values, so that ``training.credit.rescoring.edited_logp`` runs only the edited suffixes."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "needs", tuple(sorted(set(self.needs))))  # a set, kept JSON-able and ordered
+        if unknown := sorted(set(self.needs) - NEEDS):
+            raise KeyError(f"preset {self.name!r}: needs {unknown} unknown; valid: {sorted(NEEDS)}")
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``losses.per_token_loss`` for this preset (one place for the loop and TRL)."""
@@ -142,9 +150,9 @@ _DAPO_CF_PAPER = replace(
     _DAPO, name="dapo_cf_paper", eps_high=0.2, dual_clip_c=None, kl_beta=0.005,
     overlong_shaping=False, mask_truncated=True, dynamic_sampling=False,
 )
-_DELTA = replace(_DAPO, name="delta", token_weights="delta", needs_hidden=True, knobs=dict(_DELTA_KNOBS))
+_DELTA = replace(_DAPO, name="delta", token_weights="delta", needs={"hidden"}, knobs=dict(_DELTA_KNOBS))
 # CF's TRL code multiplies the whole per-token loss (pg + beta KL) by w.
-_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs_kv=True, knobs=dict(_CF_KNOBS))
+_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs={"kv"}, knobs=dict(_CF_KNOBS))
 
 PRESETS: Mapping[str, Preset] = MappingProxyType({
     "grpo": _GRPO,
@@ -161,17 +169,17 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "cf": _CF,
     "cf_conserve": replace(_CF, name="cf_conserve", knobs={**_CF_KNOBS, "conserve": True}),
     "cf_inverted": replace(_CF, name="cf_inverted", knobs={**_CF_KNOBS, "mode": "inverted"}),
-    "cf_random": replace(_CF, name="cf_random", needs_kv=False, knobs={**_CF_KNOBS, "mode": "random"}),
+    "cf_random": replace(_CF, name="cf_random", needs=(), knobs={**_CF_KNOBS, "mode": "random"}),
     # CF's structural prior alone: no spans, so every row takes CF's own no-span path (imp 0.5 everywhere,
     # = zero counterfactual drops), then the same damping / answer weight / EOS: a fidelity control
-    "cf_prior": replace(_CF, name="cf_prior", needs_kv=False, knobs={**_CF_KNOBS, "max_spans": 0}),
+    "cf_prior": replace(_CF, name="cf_prior", needs=(), knobs={**_CF_KNOBS, "max_spans": 0}),
     # beta = 0.005 and w on pg + beta KL: an A_i = 0 row's weight scales its KL term, so no skipping
-    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs_kv=True,
+    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs={"kv"},
                         knobs={**_CF_KNOBS, "skip_zero_advantage": False}),
     "forking_tokens": replace(_DAPO, name="forking_tokens", token_weights="forking_tokens",
                               knobs={"top_quantile": 0.2}),  # arXiv 2506.01939: top 20 %
     # Optimal token baseline, arXiv 2602.07078; verl compute_optimal_token_baseline_advantage defaults
-    "otb": replace(_DAPO, name="otb", token_advantage="otb", needs_sum_pi_sq=True,
+    "otb": replace(_DAPO, name="otb", token_advantage="otb", needs={"sum_pi_sq"},
                    advantage_knobs={"handle_zero_tail": True, "eps": 1e-8}),
     # KTAE (xiaolizh1/KTAE core_algos: ComputeKeyTokens(alpha=1, beta_ig=1, gamma_tf=1, top=1))
     "ktae": replace(_DAPO, name="ktae", token_advantage="ktae",

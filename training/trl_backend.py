@@ -67,7 +67,8 @@ from common.records import PHASES
 from evaluation.grading import reward
 from training import losses
 from training.checkpoint import truncate_metrics
-from training.credit import CreditBatch, get_token_weight_fn
+from training.credit import get_token_weight_fn
+from training.phases import OldForward, build_credit_batch
 from training.presets import Preset
 
 LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_token_sum_norm": "dr_grpo"}
@@ -271,7 +272,7 @@ def _make_trainer_class():
             # so the peak is the buffer itself; on the host when offloaded, in the model's dtype).
             store: dict[str, Any] = {"buf": None, "filled": 0}
             handle = None
-            if self.preset.needs_hidden:
+            if "hidden" in self.preset.needs:
                 def hook(_m, _args, out):
                     h = out.last_hidden_state[:, -logits_to_keep - 1:-1].detach()  # LM-head input per response token
                     if store["buf"] is None:
@@ -348,13 +349,11 @@ def _make_trainer_class():
                         self.model, torch.cat([p_ids, r_ids], 1), torch.cat([p_mask, r_mask.to(p_mask.dtype)], 1),
                         r_ids.size(1), batch_size=self.args.per_device_train_batch_size)[0]
 
-            credit = CreditBatch(
-                prompt_ids=prompt_ids.to(dev), prompt_mask=prompt_mask.to(dev), response_ids=completion_ids.to(dev),
-                response_mask=loss_mask.to(dev), old_logp=old_logp.to(dev), entropy=cap["entropy"].to(dev),
-                advantages=advantages.to(dev), group_ids=group_ids.to(dev), hidden=hidden,
-                pad_token_id=self._tokenizer.pad_token_id, tokenizer=self.processing_class, logp_fn=logp_fn,
-                generator=self.credit_generator,
-            )
+            old = OldForward(old_logp.to(dev), cap["entropy"].to(dev), hidden, None, None)
+            credit = build_credit_batch(
+                prompt_ids.to(dev), prompt_mask.to(dev), completion_ids.to(dev), group_ids.to(dev), old,
+                self.processing_class, advantages=advantages.to(dev), loss_mask=loss_mask.to(dev), rewards=None,
+                generator=self.credit_generator, logp_fn=logp_fn, pad_token_id=self._tokenizer.pad_token_id)
             with torch.no_grad():
                 w = self.weight_fn(credit, **self.preset.knobs).to(loss_mask.device, loss_mask.dtype)
                 out["token_weights"] = w * loss_mask
@@ -540,7 +539,7 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
                                          max_prompt_tokens=cfg.scale.max_prompt_tokens),
         processing_class=tokenizer, peft_config=peft_config(cfg.scale),
         callbacks=[callback], preset=preset, reward_log=log, credit_seed=seed,
-        offload_hidden=preset.needs_hidden and cfg.scale.gpus_per_node > 0,
+        offload_hidden="hidden" in preset.needs and cfg.scale.gpus_per_node > 0,
     )
     callback.trainer = trainer
     return trainer

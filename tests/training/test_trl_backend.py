@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 
 from common.config import config_from_dict
 from training import losses
+from training.phases import forward_logp
 from training.presets import get_preset
-from training.rl import forward_logp
 from training.trl_backend import build_trainer, per_token_loss, preset_loss, train_trl, trl_normalisers
 
 PRESETS = ["grpo", "dr_grpo", "dapo", "delta", "cf", "cf_paper"]

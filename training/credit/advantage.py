@@ -68,11 +68,11 @@ def otb_advantages_from(
 
 
 def otb(batch: "CreditBatch", *, handle_zero_tail: bool, eps: float) -> Tensor:
-    """OTB token advantages [B, R] of a rollout batch (needs ``rewards`` and ``sum_pi_sq``)."""
-    if batch.rewards is None or batch.sum_pi_sq is None:
-        raise ValueError("otb needs CreditBatch.rewards and .sum_pi_sq (set needs_sum_pi_sq=True in the preset)")
+    """OTB token advantages [B, R] of a rollout batch (needs ``rewards`` and ``stats['sum_pi_sq']``)."""
+    if batch.rewards is None or "sum_pi_sq" not in batch.stats:
+        raise ValueError("otb needs CreditBatch.rewards and .stats['sum_pi_sq'] (needs={'sum_pi_sq'} in the preset)")
     return otb_advantages_from(batch.rewards, batch.group_ids, batch.response_mask, batch.old_logp,
-                               batch.sum_pi_sq, handle_zero_tail=handle_zero_tail, eps=eps)
+                               batch.stats["sum_pi_sq"], handle_zero_tail=handle_zero_tail, eps=eps)
 
 
 # ------------------------------------------------------------------------------------------ KTAE

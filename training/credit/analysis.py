@@ -77,22 +77,20 @@ from common.io import (
 from common.manifest import build_manifest
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.credit import CreditBatch
 from training.credit.analysis_figures import bar_figure, heatmaps
 from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces
 from training.credit.delta import delta_lambda
 from training.data import NAMES, OBJECTS, RESTATEMENT_RE, SCAFFOLD
-from training.presets import Preset, get_preset
-from training.rl import (
+from training.phases import (
     Rollout,
     grade_rollout,
-    make_edit_logp_fn,
-    make_logp_fn,
+    loop_credit_batch,
     old_forward,
     sample_rollout,
     shape_rewards,
     verifiable_reward,
 )
+from training.presets import Preset, get_preset
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
 CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of a calculation
@@ -314,20 +312,14 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
                   cf_preset: Preset, generator: torch.Generator) -> BatchCredit:
     """DelTA λ~ and CF weights + span records of one rollout batch (the loop's phases 3-4)."""
     micro = cfg.rl.micro_batch_size
-    old = old_forward(model, ro, micro, capture_hidden=True, keep_kv=True)
-    old_logp, entropy, hidden = old.old_logp, old.entropy, old.hidden
+    old = old_forward(model, ro, micro, needs=frozenset({"hidden", "kv"}))
+    old_logp, hidden = old.old_logp, old.hidden
     _, d_adv, d_mask = shape_rewards(delta_preset, ro, cfg.rl.max_new_tokens)
     with torch.no_grad():
         lam = delta_lambda(hidden, old_logp, d_mask, d_adv, **delta_preset.knobs) * d_mask
     _, c_adv, c_mask = shape_rewards(cf_preset, ro, cfg.rl.max_new_tokens)
-    logp_fn = make_logp_fn(model, micro)
-    batch = CreditBatch(
-        prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids,
-        response_mask=c_mask, old_logp=old_logp, entropy=entropy, advantages=c_adv, group_ids=ro.group_ids,
-        hidden=None, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
-        logp_fn=logp_fn, generator=generator,
-        edit_logp_fn=make_edit_logp_fn(model, ro, micro, full_logp_fn=logp_fn, source=old.kv),
-    )
+    batch = loop_credit_batch(model, ro, old._replace(hidden=None), tokenizer, micro, advantages=c_adv,
+                              loss_mask=c_mask, rewards=None, generator=generator)
     with torch.no_grad():
         w, records = cf_with_spans(batch, **cf_preset.knobs)
     return BatchCredit(rollout=ro, delta_adv=d_adv, delta_mask=d_mask, lam=lam, cf_adv=c_adv, cf_mask=c_mask,

@@ -194,7 +194,7 @@ def _side_mean(m: Tensor, sel: Tensor, stats: StatsMode) -> Tensor:
 
 def _hidden_or_raise(batch: "CreditBatch", name: str) -> Tensor:
     if batch.hidden is None:
-        raise ValueError(f"{name} needs CreditBatch.hidden (set needs_hidden=True in the preset)")
+        raise ValueError(f"{name} needs CreditBatch.hidden (put 'hidden' in the preset's needs)")
     return batch.hidden
 
 

@@ -33,18 +33,16 @@ from common.config import Config, load_config
 from common.io import read_jsonl, write_jsonl_atomic
 from common.runtime import setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.credit import CreditBatch, get_token_weight_fn
+from training.credit import get_token_weight_fn
 from training.credit.cf import token_pieces
 from training.credit.fidelity import ResponseFidelity, batch_fidelity, effective_credit, spearman
 from training.credit.fidelity_report import fidelity_rows, snr_rows, write_fidelity, write_snr
 from training.credit.importance import synthetic_importance
 from training.credit.mc_importance import mc_importance
-from training.presets import Preset, get_preset
-from training.rl import (
+from training.phases import (
     Rollout,
     grade_rollout,
-    make_edit_logp_fn,
-    make_logp_fn,
+    loop_credit_batch,
     old_forward,
     sample_prompts,
     sample_rollout,
@@ -52,6 +50,7 @@ from training.rl import (
     token_advantages,
     verifiable_reward,
 )
+from training.presets import Preset, get_preset
 
 RewardFn = Callable[..., float]
 
@@ -62,17 +61,9 @@ def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: 
     loss's own advantage (token-level for OTB / KTAE, ``training.rl.token_advantages``)."""
     micro, max_len = cfg.rl.micro_batch_size, cfg.rl.max_new_tokens
     rewards, adv, mask = shape_rewards(preset, ro, max_len)
-    old = old_forward(model, ro, micro, capture_hidden=preset.needs_hidden, keep_kv=preset.needs_kv,
-                      sum_pi_sq=preset.needs_sum_pi_sq)
-    logp_fn = make_logp_fn(model, micro)
-    batch = CreditBatch(
-        prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids, response_mask=mask,
-        old_logp=old.old_logp, entropy=old.entropy, advantages=adv, group_ids=ro.group_ids, hidden=old.hidden,
-        pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
-        generator=torch.Generator().manual_seed(generator_seed),  # random controls
-        edit_logp_fn=make_edit_logp_fn(model, ro, micro, full_logp_fn=logp_fn, source=old.kv),
-        rewards=rewards, sum_pi_sq=old.sum_pi_sq,
-    )
+    old = old_forward(model, ro, micro, needs=preset.needs)
+    batch = loop_credit_batch(model, ro, old, tokenizer, micro, advantages=adv, loss_mask=mask, rewards=rewards,
+                              generator=torch.Generator().manual_seed(generator_seed))  # random controls
     with torch.no_grad():
         weights = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
         loss_adv = token_advantages(preset, batch)
