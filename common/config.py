@@ -152,7 +152,7 @@ class ReportConfig:
 
 @dataclass(frozen=True)
 class MCConfig:
-    """Monte-Carlo token importance (``training.credit.mc_importance``), opt-in."""
+    """Monte-Carlo token importance (``training.studies.mc_importance``), opt-in."""
 
     enabled: bool
     k: int
@@ -162,7 +162,7 @@ class MCConfig:
 
 @dataclass(frozen=True)
 class FidelityConfig:
-    """Credit fidelity tables and per-step gradient diagnostics (``training.credit.fidelity_run``)."""
+    """Credit fidelity tables and per-step gradient diagnostics (``training.studies.fidelity_run``)."""
 
     enabled: bool
     controls: tuple[str, ...]

@@ -91,7 +91,7 @@ def verifiable_reward(response: str, gold: str, *, timeout_s: float) -> float:
     return float(grade(response, gold, timeout_s=timeout_s).correct)
 
 
-# ---- the phases of one step, as functions (the loop below, and training.credit.analysis, call them) ----
+# ---- the phases of one step, as functions (training.rl, training.studies and training.trl_backend call them) ----
 
 
 @dataclass(frozen=True)

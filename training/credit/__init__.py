@@ -8,7 +8,8 @@ advantage w*A, as DelTA's ``weighted_adv``) or the whole per-token loss includin
 ``per_token_loss * w``).
 
 Modules: ``batch`` (the inputs), ``simple``, ``delta``, ``cf`` (the weights), ``rescoring`` (CF's
-prefix-cached counterfactual forwards), ``analysis`` (offline analyses of a checkpoint).
+prefix-cached counterfactual forwards), ``gradsnr`` (effective credit and the per-step gradient SNR). The offline
+studies of a checkpoint live in ``training.studies``; this package imports neither them nor the loop.
 
 | name              | function                                    | paper / card (training/ALGORITHMS.md) |
 |-------------------|---------------------------------------------|---------------------------------------|

@@ -1,6 +1,6 @@
 """Credit-assignment analyses of one checkpoint: where DelTA's λ~ and CF's span importance go (issue 5).
 
-``python -m training.credit.analysis --config C --model-dir M --train TRAIN.jsonl --out-dir DIR --seed S``
+``python -m training.studies.analysis --config C --model-dir M --train TRAIN.jsonl --out-dir DIR --seed S``
 (the workflow's rule ``credit_analysis`` writes ``OUT/analysis/{sft,<method>_seed<s>_step<n>}``).
 
 Offline, from one model folder, through the trainer's own functions (``training.rl``):
@@ -77,7 +77,6 @@ from common.io import (
 from common.manifest import build_manifest
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.credit.analysis_figures import bar_figure, heatmaps
 from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces
 from training.credit.delta import delta_lambda
 from training.data import NAMES, OBJECTS, RESTATEMENT_RE, SCAFFOLD
@@ -91,6 +90,7 @@ from training.phases import (
     verifiable_reward,
 )
 from training.presets import Preset, get_preset
+from training.studies.analysis_figures import bar_figure, heatmaps
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
 CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of a calculation
@@ -549,7 +549,7 @@ def run_analysis(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.credit.analysis",
+    parser = argparse.ArgumentParser(prog="python -m training.studies.analysis",
                                      description=__doc__.split("\n\n")[0],
                                      epilog="--model-dir, --out-dir and --seed may be repeated (paired in "
                                             "order) to analyse several checkpoints in one process.")

@@ -1,17 +1,17 @@
 """Credit fidelity of every trained preset and control (issue 16), from the checkpoints the DAG writes.
 
-``python -m training.credit.fidelity_run --config C --train TRAIN.jsonl --out-dir DIR
+``python -m training.studies.fidelity_run --config C --train TRAIN.jsonl --out-dir DIR
 --row LABEL PRESET MODEL_DIR SEED [--row ...] [--metrics LABEL METRICS.jsonl ...]``
 
 Per checkpoint, through the trainer's own functions (``training.rl``): ``fidelity.batches`` probe rollout
 batches sampled as the loop samples steps 0..n-1 (``sample_rollout``, ``grade_rollout``); per preset its
 reward shaping and loss mask (``shape_rewards``), the phase-3 forward (``old_forward``), its token weights
 from the ``training.credit`` registry on a ``CreditBatch`` built as the loop builds it, and the effective
-credit from ``training.losses`` (``training.credit.fidelity.effective_credit``). Rows with the same LABEL
+credit from ``training.losses`` (``training.studies.fidelity.effective_credit``). Rows with the same LABEL
 (one per seed) are pooled; intervals resample seeds, then responses.
 
-Ground truth: exact token importance of the synthetic task (``training.credit.importance``); with
-``fidelity.mc.enabled`` also Monte-Carlo importance (``training.credit.mc_importance``) of the first
+Ground truth: exact token importance of the synthetic task (``training.studies.importance``); with
+``fidelity.mc.enabled`` also Monte-Carlo importance (``training.studies.mc_importance``) of the first
 ``fidelity.mc.responses`` responses with a non-zero advantage of each checkpoint.
 
 Writes (atomically) ``credit_fidelity.{md,csv}``, ``credit_fidelity.{png,pdf}``, ``records.jsonl`` (one
@@ -35,10 +35,7 @@ from common.runtime import setup_runtime
 from evaluation.generation.hf import sample_hf
 from training.credit import get_token_weight_fn
 from training.credit.cf import token_pieces
-from training.credit.fidelity import ResponseFidelity, batch_fidelity, effective_credit, spearman
-from training.credit.fidelity_report import fidelity_rows, snr_rows, write_fidelity, write_snr
-from training.credit.importance import synthetic_importance
-from training.credit.mc_importance import mc_importance
+from training.credit.gradsnr import effective_credit
 from training.phases import (
     Rollout,
     grade_rollout,
@@ -51,6 +48,10 @@ from training.phases import (
     verifiable_reward,
 )
 from training.presets import Preset, get_preset
+from training.studies.fidelity import ResponseFidelity, batch_fidelity, spearman
+from training.studies.fidelity_report import fidelity_rows, snr_rows, write_fidelity, write_snr
+from training.studies.importance import synthetic_importance
+from training.studies.mc_importance import mc_importance
 
 RewardFn = Callable[..., float]
 
@@ -161,7 +162,7 @@ def run(cfg: Config, rows: Sequence[tuple[str, str, str, int]], *, train_path: s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.credit.fidelity_run",
+    parser = argparse.ArgumentParser(prog="python -m training.studies.fidelity_run",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--train", required=True, help="training prompts JSONL (the RL loop's)")
