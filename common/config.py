@@ -522,7 +522,7 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
     "make_data": ("task", "train_data", "data/benchmarks_dir", "model/source"),
     "build_model": ("model", *_TORCH),
     "sft": ("sft", *_TORCH),
-    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s", *_TORCH),
+    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s", "fidelity/grad_snr", *_TORCH),
     "evaluate": ("eval", "data", *_TORCH),
     "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
@@ -531,7 +531,8 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 """Resolved config keys read by each rule's entry point. A rule's param is the hash of exactly these, so
 Snakemake's params rerun-trigger reruns the rule when one changes, and everything downstream through its
-outputs; a change elsewhere reruns nothing. Upstream keys need not be listed: they arrive as inputs."""
+outputs; a change elsewhere reruns nothing. Upstream keys need not be listed: they arrive as inputs.
+``tests/test_drift.py`` derives each job's reads from its entry point's code and fails on a key missing here."""
 
 RESUME_KEEPS = ("rl/steps", "rl/checkpoint_every", "rl/log_token_weights")
 """RL keys a resume may change: the trainer has no schedule, so a longer run continues a shorter one."""

@@ -28,7 +28,7 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 (seq_mean_tm = seq_mean_token_mean, seq_sum_norm = seq_mean_token_sum_norm; "w*KL": the token weight
 multiplies pg + beta KL instead of pg only.) Paper §, code and tests per row: ``training/ALGORITHMS.md``.
 
-Canonical DelTA and CF rows are built on the canonical ``dapo`` preset (algorithms.md §3.4); the
+Canonical DelTA and CF rows are built on the canonical ``dapo`` preset (both papers compare against DAPO); the
 ``*_paper`` presets are each paper's native baseline. Cards: ``training/ALGORITHMS.md``.
 
 Numbers that are results-affecting live here with a paper citation, and can be overridden per

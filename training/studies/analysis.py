@@ -16,7 +16,7 @@ Offline, from one model folder, through the trainer's own functions (``training.
    ``delta`` preset's knobs. Mean, sd and count of λ~ per token class and side (A > 0, A < 0). The side is
    the sign of the preset's advantage: with DAPO's overlong shaping a short wrong response in an all-wrong
    group can have A > 0, as in training.
-3. CF (arXiv 2602.09331, aligntune code; algorithms.md §2.2-2.4). ``cf_with_spans`` with the ``cf``
+3. CF (arXiv 2602.09331, aligntune code; training/ALGORITHMS.md, CF card). ``cf_with_spans`` with the ``cf``
    preset's knobs and a ``logp_fn`` under the same model (as ``training.rl`` defines it). Per span kind
    (``arithmetic`` = the paper's "calculation", ``sentence``): share of critical spans, share of
    distractors, their ratio.
@@ -35,9 +35,9 @@ A token takes the class of its first non-whitespace character (a whitespace-only
 character, so spaces inside a calculation or the scaffold belong to it, spaces between them are ``other``).
 
 *Critical span.* The CF paper's definition (its "11x more often critical" statistic) was not available
-(algorithms.md §2.6, NOT FOUND). Ours: a span s is **critical** iff I(s) >= ln 2 (``--critical-threshold``),
+(the paper's threshold: not found). Ours: a span s is **critical** iff I(s) >= ln 2 (``--critical-threshold``),
 i.e. masking it at least halves the probability of the answer tokens, P(ans | x \\ s) <= P(ans | x) / 2.
-A **distractor** is I(s) < 0 (the paper's, algorithms.md §2.6: masking it raises the answer's
+A **distractor** is I(s) < 0 (the paper's: masking it raises the answer's
 probability). The table also gives the loosest reading, I(s) > 0 ("supportive").
 
 Outputs in ``--out-dir`` (every write atomic): ``delta_lambda_by_class.{md,csv}``,
