@@ -25,7 +25,7 @@ from common.config import RLConfig
 from evaluation.generation.hf import sample_hf
 from evaluation.grading import grade, reward
 from training import losses
-from training.credit import CreditBatch, get_token_advantage_fn
+from training.credit import TERM_NAMES, CreditBatch, get_token_advantage_fn, get_token_terms_fn
 from training.credit.batch import POSITION_STATS
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.presets import Preset
@@ -271,6 +271,17 @@ def token_advantages(preset: Preset, credit: CreditBatch) -> torch.Tensor:
         return credit.advantages
     with torch.no_grad():
         return get_token_advantage_fn(preset.token_advantage)(credit, **preset.advantage_knobs)
+
+
+def token_terms(preset: Preset, credit: CreditBatch) -> dict[str, torch.Tensor]:
+    """The preset's per-token loss terms [B, R] (``Preset.token_terms``: clip bounds, KL coefficient), else {}."""
+    if preset.token_terms is None:
+        return {}
+    with torch.no_grad():
+        terms = dict(get_token_terms_fn(preset.token_terms)(credit, **preset.terms_knobs))
+    if unknown := sorted(set(terms) - set(TERM_NAMES)):
+        raise ValueError(f"token terms {preset.token_terms!r} gave {unknown}; valid: {list(TERM_NAMES)}")
+    return terms
 
 
 def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:

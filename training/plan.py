@@ -289,7 +289,7 @@ def memory_per_gpu(shape: ModelShape, scale: ScaleConfig, preset: Preset, *, max
     grads = _shard(b * trainable, w, zero >= 2)
     optimizer = _shard(opt_bytes * trainable, w, zero >= 1)
     # TRL: a separate reference model when beta > 0, except with PEFT (adapters disabled = the base)
-    reference = _shard(b * p, w, zero >= 3) if preset.kl_beta > 0 and scale.lora is None else 0.0
+    reference = _shard(b * p, w, zero >= 3) if preset.needs_ref_model and scale.lora is None else 0.0
     t = max_prompt + max_new
     per_token_layer = (14 * shape.hidden + 6 * shape.intermediate) * b / 2
     if scale.gradient_checkpointing:
@@ -330,7 +330,7 @@ def passes_per_token(preset: Preset, scale: ScaleConfig) -> float:
     """Forward-equivalents (2 P FLOPs each) per trained token in one step (module docstring)."""
     passes = 1.0 + 1.0 + (1.0 if scale.lora is not None else 2.0)  # old logp, policy fwd, bwd
     passes += 1.0 if scale.gradient_checkpointing else 0.0
-    passes += 1.0 if preset.kl_beta > 0 else 0.0
+    passes += 1.0 if preset.needs_ref_model else 0.0
     if preset.token_weights == "cf":
         passes += 1.0 + float(preset.knobs.get("max_spans", 10))
     return passes

@@ -24,6 +24,10 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 | otb               | uniform; A_t = r - B_t (OTB baseline)    | = dapo       | token_mean   | 0     | -    |
 | ktae              | uniform; A_t = z_i + kt(y_t) (KTAE)      | = dapo       | token_mean   | 0     | -    |
 | w_reinforce       | uniform; A = +.1 correct / -1 wrong      | = dapo       | token_mean   | 0     | -    |
+| clip_cov          | clip_cov (w=0 on random high-cov tokens) | = dapo       | token_mean   | 0     | no   |
+| kl_cov            | uniform; |log r| on top-cov tokens (coef 1)| no clip      | token_mean   | terms | -    |
+| gspo              | uniform; sequence ratio s_i              | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
+| gspo_token        | uniform; s_i,t (GSPO-token, verl)        | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
 
 (seq_mean_tm = seq_mean_token_mean, seq_sum_norm = seq_mean_token_sum_norm; "w*KL": the token weight
 multiplies pg + beta KL instead of pg only.) Paper §, code and tests per row: ``training/ALGORITHMS.md``.
@@ -37,13 +41,14 @@ experiment through ``config.yaml`` (``algorithms.<name>.<field>``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from common.config import ConfigError
 from training.credit.batch import POSITION_STATS
-from training.losses import AggregationMode, TokenMeanNormaliser
+from training.losses import AggregationMode, KLEstimator, RatioLevel, TokenMeanNormaliser
 
 NEEDS: frozenset[str] = frozenset({"hidden", "kv", *POSITION_STATS})
 """What a preset may ask phase 3 (the old-log-prob forward) to compute, once, beside log-probs and entropy:
@@ -95,22 +100,42 @@ class Preset:
     """DAPO §3.2: drop groups whose rewards all agree (zero advantage)."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
+    token_terms: str | None = None
+    """Per-token loss terms in ``training.credit.TOKEN_TERMS`` (clip bounds, KL coefficient per token; KL-Cov)."""
+    terms_knobs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the token-terms function."""
+    ratio_level: RatioLevel = "token"
+    """Importance ratio of the surrogate (``losses.log_importance_ratio``): "token" (PPO), "sequence" (GSPO, TRL
+    ``importance_sampling_level="sequence"``), "sequence_token" (GSPO-token, verl ``compute_policy_loss_gspo``)."""
+    kl_estimator: KLEstimator = "k3"
+    """Per-token KL penalty (``losses.KL_ESTIMATORS``): "k3" (DeepSeekMath) or "abs" (|log ratio|, KL-Cov)."""
+    kl_reference: str = "ref"
+    """What the KL penalty compares with: "ref" (the SFT reference model) or "old" (pi_old; KL-Cov, no model)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "needs", tuple(sorted(set(self.needs))))  # a set, kept JSON-able and ordered
         if unknown := sorted(set(self.needs) - NEEDS):
             raise KeyError(f"preset {self.name!r}: needs {unknown} unknown; valid: {sorted(NEEDS)}")
+        if self.kl_reference not in ("ref", "old"):
+            raise KeyError(f"preset {self.name!r}: kl_reference {self.kl_reference!r}; valid: ['old', 'ref']")
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``losses.per_token_loss`` for this preset (one place for the loop and TRL)."""
         return {"eps_low": self.eps_low, "eps_high": self.eps_high, "dual_clip_c": self.dual_clip_c,
-                "kl_beta": self.kl_beta, "weights_on_kl": self.weights_on_kl, "kl_clamp": self.kl_clamp}
+                "kl_beta": self.kl_beta, "weights_on_kl": self.weights_on_kl, "kl_clamp": self.kl_clamp,
+                "ratio_level": self.ratio_level, "kl_estimator": self.kl_estimator}
+
+    @property
+    def needs_ref_model(self) -> bool:
+        """The KL term reads the reference (SFT) model's log-probs (phase 3 runs its forward)."""
+        return self.kl_beta > 0 and self.kl_reference == "ref"
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Preset":
         """Return a copy with fields (and ``knobs.<k>``) replaced; unknown fields raise, naming them."""
         fields = {f for f in self.__dataclass_fields__}
         top, knobs = {}, dict(self.knobs)
-        nested = {"advantage_knobs": dict(self.advantage_knobs), "outcome_knobs": dict(self.outcome_knobs)}
+        nested = {"advantage_knobs": dict(self.advantage_knobs), "outcome_knobs": dict(self.outcome_knobs),
+                  "terms_knobs": dict(self.terms_knobs)}
         for key, value in overrides.items():
             if key == "knobs":
                 knobs.update(value)
@@ -154,6 +179,9 @@ _DELTA = replace(_DAPO, name="delta", token_weights="delta", needs={"hidden"}, k
 # CF's TRL code multiplies the whole per-token loss (pg + beta KL) by w.
 _CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs={"kv"}, knobs=dict(_CF_KNOBS))
 
+_GSPO = replace(_DAPO, name="gspo", ratio_level="sequence", eps_low=3e-4, eps_high=4e-4, dual_clip_c=None,
+                aggregation="seq_mean_token_mean")
+
 PRESETS: Mapping[str, Preset] = MappingProxyType({
     "grpo": _GRPO,
     "dr_grpo": replace(_GRPO, name="dr_grpo", scale_adv_by_std=False, aggregation="seq_mean_token_sum_norm",
@@ -188,6 +216,16 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # its 0/1 score test needs the unshaped reward
     "w_reinforce": replace(_DAPO, name="w_reinforce", outcome_advantage="w_reinforce", overlong_shaping=False,
                            outcome_knobs={"positive_weight": 0.1}),
+    # Clip-Cov / KL-Cov, arXiv 2505.22617 §4 (verl core_algos defaults: ratios 2e-4, cov bounds (1, 5), coef 1);
+    # Clip-Cov = a preset + one token-weight function; KL-Cov's surrogate is unclipped (verl pg_losses1)
+    "clip_cov": replace(_DAPO, name="clip_cov", token_weights="clip_cov",
+                        knobs={"clip_ratio": 2e-4, "cov_lb": 1.0, "cov_ub": 5.0}),
+    "kl_cov": replace(_DAPO, name="kl_cov", eps_low=math.inf, eps_high=math.inf, dual_clip_c=None,
+                      token_terms="kl_cov", terms_knobs={"kl_cov_ratio": 2e-4, "ppo_kl_coef": 1.0},
+                      kl_estimator="abs", kl_reference="old"),
+    # GSPO, arXiv 2507.18071 §4-5: sequence ratio, eps 3e-4 / 4e-4, sequence-mean loss (TRL loss_type="grpo")
+    "gspo": _GSPO,
+    "gspo_token": replace(_GSPO, name="gspo_token", ratio_level="sequence_token"),  # verl compute_policy_loss_gspo
 })
 
 

@@ -74,6 +74,7 @@ from training.phases import (
     sample_rollout,
     shape_rewards,
     token_advantages,
+    token_terms,
     update_forward,
     verifiable_reward,
 )
@@ -145,7 +146,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             p.unlink(missing_ok=True)
     resume_root.mkdir(parents=True, exist_ok=True)
     ref_model = None
-    if preset.kl_beta > 0:
+    if preset.needs_ref_model:
         ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
         ref_model.requires_grad_(False)
 
@@ -180,6 +181,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
                 loss_adv = token_advantages(preset, credit)  # [B] or, for OTB / KTAE, [B, R]
+            terms = token_terms(preset, credit)  # per-token clip bounds / KL coefficient (KL-Cov), or {}
+            kl_ref = old_logp if preset.kl_reference == "old" else ref_logp
             del old, credit  # free the kept keys/values before the update
             diag = step_gradient_snr(preset, hidden, model.get_output_embeddings().weight, response_ids, loss_adv,
                                      weights, loss_mask, group_ids, rl.max_new_tokens) if cfg.fidelity.grad_snr else {}
@@ -205,15 +208,18 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                     logp = held.logps.pop(0) if held is not None else forward_logp(
                         model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])[0]
                     per_token, kl = losses.per_token_loss(
-                        logp, old_logp[i], loss_adv[i], weights[i], **preset.loss_kwargs(),
-                        ref_logp=None if ref_logp is None else ref_logp[i])
+                        logp, old_logp[i], loss_adv[i], weights[i],
+                        **{**preset.loss_kwargs(), **{k: v[i] for k, v in terms.items()}},
+                        ref_logp=None if kl_ref is None else kl_ref[i], mask=loss_mask[i])
                     loss = losses.aggregate(per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
                                             num_seqs=num_seqs, max_len=rl.max_new_tokens)
                     loss.backward()
                     with torch.no_grad():
                         m = loss_mask[i]
-                        ratio = torch.exp(logp - old_logp[i])
-                        clipped = ((ratio < 1 - preset.eps_low) | (ratio > 1 + preset.eps_high)).float()
+                        ratio = torch.exp(losses.log_importance_ratio(logp, old_logp[i], loss_mask[i],
+                                                                      preset.ratio_level)).expand_as(logp)
+                        lo, hi = (terms[k][i] if k in terms else getattr(preset, k) for k in ("eps_low", "eps_high"))
+                        clipped = ((ratio < 1 - lo) | (ratio > 1 + hi)).float()
                         stats["loss"] += float(loss)
                         stats["clip_frac"] += float((clipped * m).sum()) / max(float(loss_mask.sum()), 1.0)
                         stats["kl"] += float((kl * m).sum()) / max(float(loss_mask.sum()), 1.0)

@@ -31,7 +31,8 @@ Differences from the native loop (documented, none changes a loss on identical i
   mini-batch); see TRL issues 5619 / PR 6024. The native loop reproduces TRL's with the preset
   field ``token_mean_normaliser="step_mean"`` (``training/ALGORITHMS.md``, shared departure S2);
   with ``mini_batches == 1`` the two are equal.
-- OTB, KTAE and W-REINFORCE (``outcome_advantage`` / ``token_advantage``) are native-loop only.
+- OTB, KTAE and W-REINFORCE (``outcome_advantage`` / ``token_advantage``) and KL-Cov (``token_terms``) are
+  native-loop only; GSPO's sequence ratio and Clip-Cov's weights run here through the same loss.
 - Prompts are drawn by TRL's seeded sampler, not ``training.rl.sample_prompts``.
 - With vLLM and TRL's importance-sampling correction on (TRL default), the policy-gradient term is
   multiplied by the rollout/trainer ratio, as TRL does.
@@ -78,11 +79,13 @@ LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_toke
 # ---------------------------------------------------------------------------------------- the loss
 
 def per_token_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor,
-                   ref_logp: Tensor | None = None, is_ratio: Tensor | None = None) -> Tensor:
-    """The native loop's per-token loss (``losses.per_token_loss`` with the preset's knobs). Returns [B, R]."""
+                   ref_logp: Tensor | None = None, is_ratio: Tensor | None = None,
+                   mask: Tensor | None = None) -> Tensor:
+    """The native loop's per-token loss (``losses.per_token_loss`` with the preset's knobs; ``mask`` for GSPO's
+    sequence ratio). Returns [B, R]."""
     per_token, _ = losses.per_token_loss(
         logp, old_logp, advantages, weights, **preset.loss_kwargs(),
-        ref_logp=ref_logp if preset.kl_beta > 0 else None, is_ratio=is_ratio)
+        ref_logp=ref_logp if preset.kl_beta > 0 else None, is_ratio=is_ratio, mask=mask)
     return per_token
 
 
@@ -90,7 +93,7 @@ def preset_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tens
                 *, num_tokens: float, num_seqs: float, max_len: int, ref_logp: Tensor | None = None,
                 is_ratio: Tensor | None = None) -> Tensor:
     """:func:`per_token_loss` reduced by ``losses.aggregate`` with the caller's global normalisers."""
-    per_token = per_token_loss(preset, logp, old_logp, advantages, weights, ref_logp, is_ratio)
+    per_token = per_token_loss(preset, logp, old_logp, advantages, weights, ref_logp, is_ratio, mask)
     return losses.aggregate(per_token, mask, preset.aggregation, num_tokens=num_tokens, num_seqs=num_seqs,
                             max_len=max_len)
 
@@ -518,6 +521,9 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
         raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop "
                                   f"(its advantage is {preset.token_advantage or preset.outcome_advantage!r}, "
                                   "TRL's is the group z-score)")
+    if preset.token_terms is not None or preset.kl_reference != "ref":
+        raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop (per-token loss terms "
+                                  f"{preset.token_terms!r} against pi_old are not carried through TRL's batch)")
     from trl import GRPOConfig
 
     run = Path(run_dir)
