@@ -182,6 +182,8 @@ def stale_card_names(text: str) -> list[str]:
     known = {"knobs": {k for p in PRESETS.values() for k in p.knobs},
              "advantage_knobs": {k for p in PRESETS.values() for k in p.advantage_knobs},
              "outcome_knobs": {k for p in PRESETS.values() for k in p.outcome_knobs},
+             "terms_knobs": {k for p in PRESETS.values() for k in p.terms_knobs},
+             "critic": {k for p in PRESETS.values() for k in p.critic},
              "token_weights": set(TOKEN_WEIGHTS), "token_advantage": set(TOKEN_ADVANTAGES),
              "preset": {f.name for f in fields(Preset)}}
 

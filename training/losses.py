@@ -278,3 +278,42 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     """Per-position entropy of softmax(logits). [..., V] -> [...]."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, *, gamma: float,
+        lam: float | Tensor) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation (Schulman et al. 2016), verl ``compute_gae_advantage_return`` numerics
+    without its whitening: ``(advantages [B, R], returns = advantages + values)``, 0 off the mask.
+
+    delta_t = r_t + gamma V_{t+1} - V_t; A_t = delta_t + gamma lam A_{t+1}, where t+1 is the next *valid*
+    position (masked positions carry V and A through, as verl). ``lam``: a float or one per row [B] (VAPO's
+    length-adaptive lambda). token_rewards, values, mask: [B, R].
+    """
+    mask = mask.to(values.dtype)
+    lam = torch.as_tensor(lam, dtype=values.dtype)
+    next_value = torch.zeros_like(values[:, 0])
+    last = torch.zeros_like(values[:, 0])
+    out = torch.zeros_like(values)
+    for t in reversed(range(values.shape[1])):
+        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
+        step = delta + gamma * lam * last
+        next_value = values[:, t] * mask[:, t] + (1 - mask[:, t]) * next_value
+        last = step * mask[:, t] + (1 - mask[:, t]) * last
+        out[:, t] = last
+    return out * mask, (out + values) * mask
+
+
+def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the valid tokens, unbiased var (verl ``masked_whiten``). [B, R]."""
+    mask = mask.to(x.dtype)
+    n = mask.sum()
+    mean = (x * mask).sum() / n
+    var = ((x - mean) ** 2 * mask).sum() / n * (n / (n - 1))
+    return (x - mean) * torch.rsqrt(var + eps)
+
+
+def value_loss(vpreds: Tensor, returns: Tensor, values: Tensor, *, clip: float) -> Tensor:
+    """PPO's clipped value loss per token, 0.5 max((V - R)^2, (clip(V, V_old +- c) - R)^2) (verl / TRL
+    ``compute_value_loss``; aggregate it with :func:`aggregate`). [B, R] -> [B, R]."""
+    clipped = values + torch.clamp(vpreds - values, -clip, clip)
+    return 0.5 * torch.maximum((vpreds - returns) ** 2, (clipped - returns) ** 2)

@@ -28,6 +28,7 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 | kl_cov            | uniform; |log r| on top-cov tokens (coef 1)| no clip      | token_mean   | terms | -    |
 | gspo              | uniform; sequence ratio s_i              | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
 | gspo_token        | uniform; s_i,t (GSPO-token, verl)        | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
+| ppo_critic        | uniform; A_t = GAE of a value head (VAPO)| = dapo       | token_mean   | 0     | -    |
 
 (seq_mean_tm = seq_mean_token_mean, seq_sum_norm = seq_mean_token_sum_norm; "w*KL": the token weight
 multiplies pg + beta KL instead of pg only.) Paper §, code and tests per row: ``training/ALGORITHMS.md``.
@@ -111,11 +112,16 @@ class Preset:
     """Per-token KL penalty (``losses.KL_ESTIMATORS``): "k3" (DeepSeekMath) or "abs" (|log ratio|, KL-Cov)."""
     kl_reference: str = "ref"
     """What the KL penalty compares with: "ref" (the SFT reference model) or "old" (pi_old; KL-Cov, no model)."""
+    critic: Mapping[str, Any] = field(default_factory=dict)
+    """A learned critic (``training.critic``) if non-empty: its knobs gamma, lam_critic, value_clip, value_lr_scale;
+    its values reach the credit functions as ``CreditBatch.stats["values"]`` (the ``gae`` token advantage)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "needs", tuple(sorted(set(self.needs))))  # a set, kept JSON-able and ordered
         if unknown := sorted(set(self.needs) - NEEDS):
             raise KeyError(f"preset {self.name!r}: needs {unknown} unknown; valid: {sorted(NEEDS)}")
+        if self.critic and "hidden" not in self.needs:
+            raise KeyError(f"preset {self.name!r}: a critic reads the LM-head input; add 'hidden' to needs")
         if self.kl_reference not in ("ref", "old"):
             raise KeyError(f"preset {self.name!r}: kl_reference {self.kl_reference!r}; valid: ['old', 'ref']")
 
@@ -135,7 +141,7 @@ class Preset:
         fields = {f for f in self.__dataclass_fields__}
         top, knobs = {}, dict(self.knobs)
         nested = {"advantage_knobs": dict(self.advantage_knobs), "outcome_knobs": dict(self.outcome_knobs),
-                  "terms_knobs": dict(self.terms_knobs)}
+                  "terms_knobs": dict(self.terms_knobs), "critic": dict(self.critic)}
         for key, value in overrides.items():
             if key == "knobs":
                 knobs.update(value)
@@ -226,6 +232,11 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # GSPO, arXiv 2507.18071 §4-5: sequence ratio, eps 3e-4 / 4e-4, sequence-mean loss (TRL loss_type="grpo")
     "gspo": _GSPO,
     "gspo_token": replace(_GSPO, name="gspo_token", ratio_level="sequence_token"),  # verl compute_policy_loss_gspo
+    # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
+    # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
+    "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae", needs=("hidden",),
+                          advantage_knobs={"gamma": 1.0, "lam_policy": 0.95, "lam_alpha": 0.05},
+                          critic={"gamma": 1.0, "lam_critic": 1.0, "value_clip": 0.5, "value_lr_scale": 2.0}),
 })
 
 

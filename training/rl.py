@@ -63,6 +63,7 @@ from training.checkpoint import (
 from training.credit import get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
 from training.credit.rescoring import chunked
+from training.critic import Critic
 from training.phases import (
     folds_old_logp,
     forward_logp,
@@ -145,6 +146,9 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         for p in (metrics_path, weights_path, resume_metrics):
             p.unlink(missing_ok=True)
     resume_root.mkdir(parents=True, exist_ok=True)
+    critic = Critic(model.config.hidden_size, preset.critic, lr=rl.lr) if preset.critic else None
+    if critic is not None and state is not None:
+        critic.load_state_dict(state["critic"])
     ref_model = None
     if preset.needs_ref_model:
         ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
@@ -176,6 +180,9 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
+            values = critic.values(hidden) if critic is not None else None  # V at theta_old (PPO-critic)
+            if values is not None:
+                old = old._replace(stats={**old.stats, "values": values})
             credit = loop_credit_batch(model, ro, old, tokenizer, rl.micro_batch_size, advantages=advantages,
                                        loss_mask=loss_mask, rewards=rewards, generator=generator, logp_fn=logp_fn)
             with torch.no_grad():
@@ -226,11 +233,14 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                 if rl.grad_clip > 0:
                     stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.grad_clip))
                 opt.step()
+            if critic is not None:  # the value head's step, on the same batch (its own optimizer)
+                stats.update(critic.update(hidden, values, rewards, loss_mask))
         # ---- 6. checkpoint + metrics --------------------------------------------------------------
         done = step + 1
         with timer("checkpoint"):
             if done in rl.checkpoint_steps:
-                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest}
+                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest,
+                         **({"critic": critic.state_dict()} if critic is not None else {})}
                 save_hf_atomic(model, tokenizer, resume_root / f"step{done}", extra_state=state)
                 publish_checkpoint(resume_root / f"step{done}", ckpt_root / f"step{done}")
                 if rl.log_token_weights:

@@ -15,7 +15,7 @@ from training.presets import PRESETS, get_preset
 EXPECTED = {
     "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
     "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_prior", "cf_paper", "forking_tokens", "otb", "ktae",
-    "w_reinforce", "clip_cov", "kl_cov", "gspo", "gspo_token",
+    "w_reinforce", "clip_cov", "kl_cov", "gspo", "gspo_token", "ppo_critic",
 }
 SURROGATE_FIELDS = ("scale_adv_by_std", "eps_low", "eps_high", "dual_clip_c", "aggregation", "kl_beta",
                     "overlong_shaping", "overlong_cache_frac", "mask_truncated", "dynamic_sampling")

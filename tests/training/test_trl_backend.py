@@ -184,7 +184,7 @@ def test_a_stopped_trl_run_resumes_from_its_last_checkpoint(tiny_env, tmp_path, 
     assert [p.name for p in (tmp_path / "trl").glob("checkpoint-*")] == ["checkpoint-4"]
 
 
-@pytest.mark.parametrize("name", ["kl_cov", "otb"])
+@pytest.mark.parametrize("name", ["kl_cov", "otb", "ppo_critic"])
 def test_native_only_presets_are_refused_with_the_reason(tiny_env, tmp_path, name):
     """KL-Cov's per-token KL against pi_old (and OTB's token advantage) are not carried through TRL's batch."""
     with pytest.raises(NotImplementedError, match="needs the native loop"):

@@ -22,7 +22,8 @@ studies of a checkpoint live in ``training.studies``; this package imports neith
 | clip_cov          | ``training.credit.covariance.clip_cov``     | Clip-Cov arXiv 2505.22617 §4, verl    |
 
 Token-level advantages (``TOKEN_ADVANTAGES``, ``fn(batch, **advantage_knobs) -> adv[B, R]``, replacing A_i in
-the loss; module ``advantage``): ``otb`` (optimal token baseline, verl) and ``ktae`` (KTAE).
+the loss; module ``advantage``): ``otb`` (optimal token baseline, verl), ``ktae`` (KTAE) and ``gae`` (a learned
+critic's GAE, ``training.critic``).
 
 Per-token loss terms (``TOKEN_TERMS``, ``fn(batch, **terms_knobs) -> {"eps_low" | "eps_high" | "kl_beta": [B, R]}``,
 replacing the preset's scalar clip bounds / KL coefficient token by token): ``kl_cov`` (KL-Cov).
@@ -38,7 +39,7 @@ from typing import Callable, Mapping
 
 from torch import Tensor
 
-from training.credit.advantage import ktae, otb
+from training.credit.advantage import gae, ktae, otb
 from training.credit.batch import CreditBatch, EditLogProbFn, LogProbFn
 from training.credit.cf import cf
 from training.credit.covariance import clip_cov, kl_cov
@@ -68,7 +69,7 @@ def get_token_weight_fn(name: str) -> TokenWeightFn:
         raise KeyError(f"unknown token-weight function {name!r}; valid: {sorted(TOKEN_WEIGHTS)}") from None
 
 
-TOKEN_ADVANTAGES: Mapping[str, TokenWeightFn] = MappingProxyType({"otb": otb, "ktae": ktae})
+TOKEN_ADVANTAGES: Mapping[str, TokenWeightFn] = MappingProxyType({"otb": otb, "ktae": ktae, "gae": gae})
 
 
 def get_token_advantage_fn(name: str) -> TokenWeightFn:
