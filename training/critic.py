@@ -7,6 +7,7 @@ length-adaptive ``lam_alpha``; ``training.credit.advantage.gae``). Departures: t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
@@ -50,3 +51,17 @@ class Critic:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.head.load_state_dict(state["head"])
         self.opt.load_state_dict(state["opt"])
+
+
+def checkpoint_critic(preset: Any, model: Any, model_dir: str | Path) -> Critic | None:
+    """The critic of a checkpoint for offline studies: the head saved in its ``state.pt`` (the loop's resume state,
+    published with the checkpoint), or a fresh zero head (V = 0) where there is none (the SFT checkpoint)."""
+    if not preset.critic:
+        return None
+    critic = Critic(model.config.hidden_size, preset.critic, lr=0.0)
+    state = Path(model_dir) / "state.pt"
+    if state.exists():
+        saved = torch.load(state, weights_only=False).get("critic")
+        if saved is not None:
+            critic.head.load_state_dict(saved["head"])
+    return critic

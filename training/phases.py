@@ -306,6 +306,12 @@ def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
 
 
 
+def with_values(old: OldForward, critic) -> OldForward:
+    """Phase 3's outputs plus a learned critic's values V(h) at theta_old as ``stats["values"]`` (PPO-critic's
+    GAE reads them); unchanged without a critic."""
+    return old if critic is None else old._replace(stats={**old.stats, "values": critic.values(old.hidden)})
+
+
 def build_credit_batch(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, response_ids: torch.Tensor,
                        group_ids: torch.Tensor, old: OldForward, tokenizer, *, advantages: torch.Tensor,
                        loss_mask: torch.Tensor, rewards: torch.Tensor | None, generator: torch.Generator,

@@ -78,6 +78,7 @@ from training.phases import (
     token_terms,
     update_forward,
     verifiable_reward,
+    with_values,
 )
 from training.presets import Preset, get_preset
 
@@ -180,9 +181,8 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
-            values = critic.values(hidden) if critic is not None else None  # V at theta_old (PPO-critic)
-            if values is not None:
-                old = old._replace(stats={**old.stats, "values": values})
+            old = with_values(old, critic)  # V at theta_old (PPO-critic), else unchanged
+            values = old.stats.get("values")
             credit = loop_credit_batch(model, ro, old, tokenizer, rl.micro_batch_size, advantages=advantages,
                                        loss_mask=loss_mask, rewards=rewards, generator=generator, logp_fn=logp_fn)
             with torch.no_grad():

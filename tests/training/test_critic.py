@@ -147,3 +147,20 @@ def test_ppo_critic_trains_and_keeps_its_critic_in_the_resume_state(tiny_env, tm
     assert not torch.equal(heads[0], heads[1]) and heads[1].abs().sum() > 0  # the head learns step by step
     rows = [__import__("json").loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert all("value_loss" in r and "return_mean" in r for r in rows)
+    # the fidelity study reads the trained head from the published checkpoint (and a zero head from the SFT one)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from training.critic import checkpoint_critic
+    from training.phases import grade_rollout, sample_rollout
+    from training.studies.fidelity_run import preset_credit
+
+    ckpt = run / "checkpoints" / "step2"
+    model, tok = AutoModelForCausalLM.from_pretrained(ckpt), AutoTokenizer.from_pretrained(ckpt, padding_side="left")
+    critic = checkpoint_critic(get_preset("ppo_critic"), model, ckpt)
+    assert torch.equal(critic.head.weight, heads[1])
+    assert checkpoint_critic(get_preset("ppo_critic"), model, tiny_env["model"]).head.weight.abs().sum() == 0
+    problems = [__import__("json").loads(line) for line in open(tiny_env["train"])]
+    ro = grade_rollout(sample_rollout(model, tok, problems, cfg.rl, seed=1, step=0), tok, timeout_s=5.0,
+                       reward_fn=digit_reward)
+    _, mask, credit = preset_credit(model, tok, ro, get_preset("ppo_critic"), cfg, 0, critic)
+    assert torch.isfinite(credit).all() and bool((credit * mask).abs().sum() > 0)

@@ -36,6 +36,7 @@ from evaluation.generation.hf import sample_hf
 from training.credit import get_token_weight_fn
 from training.credit.cf import token_pieces
 from training.credit.gradsnr import effective_credit
+from training.critic import checkpoint_critic
 from training.phases import (
     Rollout,
     grade_rollout,
@@ -46,6 +47,7 @@ from training.phases import (
     shape_rewards,
     token_advantages,
     verifiable_reward,
+    with_values,
 )
 from training.presets import Preset, get_preset
 from training.studies.fidelity import ResponseFidelity, batch_fidelity, spearman
@@ -57,12 +59,12 @@ RewardFn = Callable[..., float]
 
 
 def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: Config,
-                  generator_seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  generator_seed: int, critic: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(advantages [B], loss mask [B, R], effective credit [B, R]) of ``preset`` on ``ro``: phases 2b-4, with the
     loss's own advantage (token-level for OTB / KTAE, ``training.rl.token_advantages``)."""
     micro, max_len = cfg.rl.micro_batch_size, cfg.rl.max_new_tokens
     rewards, adv, mask = shape_rewards(preset, ro, max_len)
-    old = old_forward(model, ro, micro, needs=preset.needs)
+    old = with_values(old_forward(model, ro, micro, needs=preset.needs), critic)  # PPO-critic's V
     batch = loop_credit_batch(model, ro, old, tokenizer, micro, advantages=adv, loss_mask=mask, rewards=rewards,
                               generator=torch.Generator().manual_seed(generator_seed))  # random controls
     with torch.no_grad():
@@ -105,6 +107,7 @@ def probe_checkpoint(cfg: Config, model_dir: str, presets: Sequence[Preset], see
     model = AutoModelForCausalLM.from_pretrained(model_dir).to(setup_runtime(cfg.runtime))
     fid, exact, mc, extra = cfg.fidelity, {p.name: [] for p in presets}, {p.name: [] for p in presets}, []
     mc_left = fid.mc.responses if fid.mc.enabled else 0
+    critics = {p.name: checkpoint_critic(p, model, model_dir) for p in presets}
     for step in range(fid.batches):
         ro = sample_rollout(model, tokenizer, problems, cfg.rl, seed=seed, step=step, sampler=sampler)
         ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
@@ -120,7 +123,7 @@ def probe_checkpoint(cfg: Config, model_dir: str, presets: Sequence[Preset], see
                           "mc_se": se, "exact_importance": imps[i], "classes": classes[i],
                           "rho_mc_exact": spearman(g_mc, imps[i])})
         for p in presets:
-            adv, mask, credit = preset_credit(model, tokenizer, ro, p, cfg, seed * 1000 + step)
+            adv, mask, credit = preset_credit(model, tokenizer, ro, p, cfg, seed * 1000 + step, critics[p.name])
             exact[p.name] += batch_fidelity(seed, credit, imps, mask, adv, fid.top_fraction)
             if mc_imp:
                 sub = sorted(mc_imp)
