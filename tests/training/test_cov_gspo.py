@@ -194,3 +194,18 @@ def test_per_token_clip_bounds_and_kl_coefficient_are_per_token():
                                         ref_logp=old, kl_estimator="abs", **base)
     diff = with_kl - clipped
     assert float(diff[2, 1]) == pytest.approx(3.0 * 0.5) and float(diff.abs().sum()) == pytest.approx(1.5)
+
+
+def test_clip_cov_is_dapo_plus_one_token_weight_function():
+    """The plug-in claim: Clip-Cov differs from the ``dapo`` row only by its credit function and its knobs (and
+    KL-Cov by its per-token terms function and the loss switches it names); no loop, batch or loss edits."""
+    from dataclasses import fields
+
+    from training.presets import Preset
+
+    def diff(name):
+        return {f.name for f in fields(Preset) if getattr(PRESETS[name], f.name) != getattr(PRESETS["dapo"], f.name)}
+
+    assert diff("clip_cov") == {"name", "token_weights", "knobs"}
+    assert diff("kl_cov") == {"name", "token_terms", "terms_knobs", "kl_estimator", "kl_reference", "eps_low",
+                              "eps_high", "dual_clip_c"}
