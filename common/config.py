@@ -152,7 +152,7 @@ class ReportConfig:
 
 @dataclass(frozen=True)
 class MCConfig:
-    """Monte-Carlo token importance (``training.credit.mc_importance``), opt-in."""
+    """Monte-Carlo token importance (``training.studies.mc_importance``), opt-in."""
 
     enabled: bool
     k: int
@@ -162,7 +162,7 @@ class MCConfig:
 
 @dataclass(frozen=True)
 class FidelityConfig:
-    """Credit fidelity tables and per-step gradient diagnostics (``training.credit.fidelity_run``)."""
+    """Credit fidelity tables and per-step gradient diagnostics (``training.studies.fidelity_run``)."""
 
     enabled: bool
     controls: tuple[str, ...]
@@ -535,7 +535,7 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
     "make_data": ("task", "train_data", "data/benchmarks_dir", "model/source"),
     "build_model": ("model", *_TORCH),
     "sft": ("sft", *_TORCH),
-    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s", *_TORCH),
+    "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/grader_timeout_s", "fidelity/grad_snr", *_TORCH),
     "evaluate": ("eval", "data", *_TORCH),
     "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
@@ -544,7 +544,8 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 """Resolved config keys read by each rule's entry point. A rule's param is the hash of exactly these, so
 Snakemake's params rerun-trigger reruns the rule when one changes, and everything downstream through its
-outputs; a change elsewhere reruns nothing. Upstream keys need not be listed: they arrive as inputs."""
+outputs; a change elsewhere reruns nothing. Upstream keys need not be listed: they arrive as inputs.
+``tests/test_drift.py`` derives each job's reads from its entry point's code and fails on a key missing here."""
 
 RESUME_KEEPS = ("rl/steps", "rl/checkpoint_every", "rl/log_token_weights")
 """RL keys a resume may change: the trainer has no schedule, so a longer run continues a shorter one."""

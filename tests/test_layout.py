@@ -105,6 +105,31 @@ def test_layers_import_one_way():
     assert not upward, "upward imports (common <- evaluation <- training):\n" + "\n".join(upward)
 
 
+# inside training: the credit functions <- the loop (phases, rl) <- the offline studies; never the reverse
+LOOP = ("training.phases", "training.rl")
+FORBIDDEN_INSIDE = {"training.credit": ("training.studies", *LOOP, "training.presets"),
+                    "training.phases": ("training.studies",), "training.rl": ("training.studies",)}
+
+
+def _package_violations(edges: dict[str, set[str]]) -> list[str]:
+    return [f"{m} -> {t}" for m, ts in edges.items() for t in sorted(ts)
+            for pkg, banned in FORBIDDEN_INSIDE.items()
+            if (m == pkg or m.startswith(pkg + ".")) and any(t == b or t.startswith(b + ".") for b in banned)]
+
+
+def test_credit_loop_and_studies_import_one_way():
+    """``training.credit`` never imports the loop or the studies, the loop never the studies (issue 23: they
+    imported each other through ``training.credit.analysis`` -> ``training.rl`` -> ``training.credit``)."""
+    assert not _package_violations(import_edges()), _package_violations(import_edges())
+    assert any(m.startswith("training.studies.") and t in LOOP for m, ts in import_edges().items() for t in ts)
+
+
+def test_the_package_rule_catches_a_reverse_import():
+    edges = {"training.credit.cf": {"training.studies.analysis"}, "training.rl": {"training.credit"},
+             "training.studies.analysis": {"training.phases"}}
+    assert _package_violations(edges) == ["training.credit.cf -> training.studies.analysis"]
+
+
 def test_every_project_import_names_a_module_or_an_attribute_of_one():
     """A stale path after a move (``evaluation.generate``) must fail here, not in a job after training."""
     mods = project_modules()

@@ -135,7 +135,8 @@ def trl_vs_native(cfg_path: Path, root: Path, model_dir: str, train_path: str, r
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", default=f"dapo,{CONTROL},grpo,delta,cf,forking_tokens,otb,ktae,w_reinforce")
+    parser.add_argument("--presets", default=f"dapo,{CONTROL},grpo,delta,cf,forking_tokens,otb,ktae,w_reinforce,"
+                                              "clip_cov,kl_cov,gspo,gspo_token,ppo_critic")
     parser.add_argument("--steps", type=int, default=6, help="rounds (one step of every preset each)")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)

@@ -46,7 +46,7 @@ RESTATEMENTS = (
 )
 RESTATEMENT_RE = "|".join(re.escape(t).replace(r"\{obj\}", r"\w+").replace(r"\{name\}", r"\w+")
                           for t in RESTATEMENTS)
-"""Any restatement sentence (``training.credit.importance`` classes it as scaffolding)."""
+"""Any restatement sentence (``training.studies.importance`` classes it as scaffolding)."""
 
 
 def restatement(name: str, obj: str, repeats: int) -> str:

@@ -61,24 +61,59 @@ def overlong_penalty(lengths: Tensor, *, max_len: int, cache_len: int, factor: f
     return torch.clamp(pen, min=-factor, max=0.0)
 
 
+RatioLevel = Literal["token", "sequence", "sequence_token"]
+RATIO_LEVELS: tuple[str, ...] = ("token", "sequence", "sequence_token")
+
+
+def log_importance_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor | None, level: RatioLevel) -> Tensor:
+    """log r [B, R] (or [B, 1]) of the surrogate at ``level`` (GSPO, arXiv 2507.18071 §4):
+
+    - ``token``: log pi(y_t) - log pi_old(y_t)  (PPO / GRPO);
+    - ``sequence``: log s_i = mean_t (log pi - log pi_old) over the response's valid tokens, [B, 1]; TRL
+      ``GRPOTrainer`` ``importance_sampling_level="sequence"`` (GSPO eq. 7);
+    - ``sequence_token``: log s_i,t = log pi(y_t) - sg[log pi(y_t)] + sg[log s_i], clamped at 10 as verl
+      ``compute_policy_loss_gspo`` (GSPO-token eq. 13: the value of s_i, a per-token gradient).
+    """
+    log_ratio = logp - old_logp
+    if level == "token":
+        return log_ratio
+    if mask is None:
+        raise ValueError(f"ratio level {level!r} needs the response mask")
+    mask = mask.to(log_ratio.dtype)
+    seq = (log_ratio * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)  # [B, 1]
+    if level == "sequence":
+        return seq
+    if level == "sequence_token":
+        return torch.clamp(logp - logp.detach() + seq.detach(), max=10.0)
+    raise ValueError(f"unknown ratio level {level!r}; valid: {RATIO_LEVELS}")
+
+
 def ppo_clip_surrogate(
     logp: Tensor,
     old_logp: Tensor,
     advantages: Tensor,
     *,
-    eps_low: float,
-    eps_high: float,
+    eps_low: float | Tensor,
+    eps_high: float | Tensor,
     dual_clip_c: float | None = None,
+    ratio_level: RatioLevel = "token",
+    mask: Tensor | None = None,
 ) -> Tensor:
     """Per-token clipped surrogate loss  -min(r A, clip(r, 1-eps_low, 1+eps_high) A).
 
     Clip-higher (eps_high > eps_low) is DAPO §3.1. ``dual_clip_c`` caps the loss of negative-advantage
-    tokens at -A*c (Ye et al. 2020; verl ``clip_ratio_c``, 10.0 in the DelTA script).
+    tokens at -A*c (Ye et al. 2020; verl ``clip_ratio_c``, 10.0 in the DelTA script). The bounds may be
+    per-token tensors [B, R] (a preset's ``token_terms``); ``eps = inf`` is no clip (KL-Cov's surrogate).
+    ``ratio_level``: the importance ratio r (:func:`log_importance_ratio`; the sequence levels need ``mask``).
     logp, old_logp: [B, R]; advantages: [B, R] (per-token) -> loss [B, R].
     """
-    ratio = torch.exp(logp - old_logp)
+    ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level))
     pg1 = -advantages * ratio
-    pg2 = -advantages * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    if isinstance(eps_low, Tensor) or isinstance(eps_high, Tensor):  # per-token bounds
+        lo, hi = 1.0 - torch.as_tensor(eps_low, dtype=ratio.dtype), 1.0 + torch.as_tensor(eps_high, dtype=ratio.dtype)
+        pg2 = -advantages * torch.minimum(torch.maximum(ratio, lo), hi)
+    else:
+        pg2 = -advantages * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
     loss = torch.maximum(pg1, pg2)
     if dual_clip_c is not None:
         capped = torch.minimum(loss, -advantages * dual_clip_c)
@@ -100,6 +135,18 @@ def kl_k3(logp: Tensor, ref_logp: Tensor, *, clamp: float | None) -> Tensor:
     return torch.clamp(torch.exp(delta) - delta - 1.0, -clamp, clamp)
 
 
+def kl_abs(logp: Tensor, ref_logp: Tensor, *, clamp: float | None = None) -> Tensor:
+    """|log pi - log pi_ref| per token (verl ``kl_penalty="abs"``; KL-Cov's penalty with pi_ref = pi_old,
+    arXiv 2505.22617 §4). ``clamp`` is unused (the signature of :func:`kl_k3`). [B, R] -> [B, R]."""
+    del clamp
+    return (logp - ref_logp).abs()
+
+
+KLEstimator = Literal["k3", "abs"]
+KL_ESTIMATORS = {"k3": kl_k3, "abs": kl_abs}
+"""Per-token KL penalties by name: ``fn(logp, ref_logp, *, clamp) -> [B, R]``."""
+
+
 def per_token_loss(
     logp: Tensor,
     old_logp: Tensor,
@@ -114,6 +161,9 @@ def per_token_loss(
     kl_clamp: float | None,
     ref_logp: Tensor | None = None,
     is_ratio: Tensor | None = None,
+    ratio_level: RatioLevel = "token",
+    mask: Tensor | None = None,
+    kl_estimator: KLEstimator = "k3",
 ) -> tuple[Tensor, Tensor]:
     """The one composition of surrogate, token weights and KL: ``(per_token [B, R], kl [B, R])``.
 
@@ -121,13 +171,16 @@ def per_token_loss(
     or the policy-gradient term only (DelTA's ``weighted_adv = lambda * A``):
     ``w * (pg + beta * kl)`` or ``w * pg + beta * kl``. advantages [B] or [B, R]; ``kl`` is zero without
     ``ref_logp`` (``kl_clamp``: see :func:`kl_k3`); ``is_ratio`` (TRL's vLLM importance-sampling correction,
-    [B, R] or [B, 1]) multiplies pg.
+    [B, R] or [B, 1]) multiplies pg. Per-token surface: ``eps_low`` / ``eps_high`` / ``kl_beta`` may be [B, R]
+    tensors, ``ratio_level`` selects GSPO's sequence ratio (needs ``mask``), ``kl_estimator`` the penalty
+    (``KL_ESTIMATORS``; KL-Cov's |log pi - log pi_ref| with ``ref_logp`` = old log-probs).
     """
     adv_t = advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages.expand_as(logp)
-    pg = ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c)
+    pg = ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c,
+                            ratio_level=ratio_level, mask=mask)
     if is_ratio is not None:
         pg = pg * is_ratio
-    kl = kl_k3(logp, ref_logp, clamp=kl_clamp) if ref_logp is not None else torch.zeros_like(pg)
+    kl = KL_ESTIMATORS[kl_estimator](logp, ref_logp, clamp=kl_clamp) if ref_logp is not None else torch.zeros_like(pg)
     per_token = weights * (pg + kl_beta * kl) if weights_on_kl else weights * pg + kl_beta * kl
     return per_token, kl
 
@@ -227,3 +280,42 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     """Per-position entropy of softmax(logits). [..., V] -> [...]."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def gae(token_rewards: Tensor, values: Tensor, mask: Tensor, *, gamma: float,
+        lam: float | Tensor) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation (Schulman et al. 2016), verl ``compute_gae_advantage_return`` numerics
+    without its whitening: ``(advantages [B, R], returns = advantages + values)``, 0 off the mask.
+
+    delta_t = r_t + gamma V_{t+1} - V_t; A_t = delta_t + gamma lam A_{t+1}, where t+1 is the next *valid*
+    position (masked positions carry V and A through, as verl). ``lam``: a float or one per row [B] (VAPO's
+    length-adaptive lambda). token_rewards, values, mask: [B, R].
+    """
+    mask = mask.to(values.dtype)
+    lam = torch.as_tensor(lam, dtype=values.dtype)
+    next_value = torch.zeros_like(values[:, 0])
+    last = torch.zeros_like(values[:, 0])
+    out = torch.zeros_like(values)
+    for t in reversed(range(values.shape[1])):
+        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
+        step = delta + gamma * lam * last
+        next_value = values[:, t] * mask[:, t] + (1 - mask[:, t]) * next_value
+        last = step * mask[:, t] + (1 - mask[:, t]) * last
+        out[:, t] = last
+    return out * mask, (out + values) * mask
+
+
+def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the valid tokens, unbiased var (verl ``masked_whiten``). [B, R]."""
+    mask = mask.to(x.dtype)
+    n = mask.sum()
+    mean = (x * mask).sum() / n
+    var = ((x - mean) ** 2 * mask).sum() / n * (n / (n - 1))
+    return (x - mean) * torch.rsqrt(var + eps)
+
+
+def value_loss(vpreds: Tensor, returns: Tensor, values: Tensor, *, clip: float) -> Tensor:
+    """PPO's clipped value loss per token, 0.5 max((V - R)^2, (clip(V, V_old +- c) - R)^2) (verl / TRL
+    ``compute_value_loss``; aggregate it with :func:`aggregate`). [B, R] -> [B, R]."""
+    clipped = values + torch.clamp(vpreds - values, -clip, clip)
+    return 0.5 * torch.maximum((vpreds - returns) ** 2, (clipped - returns) ** 2)

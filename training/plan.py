@@ -21,7 +21,7 @@ Memory per GPU (GB = 1e9 bytes) for the trainer, per method (a KL term needs a r
   fp32 tiles of at most 4,096 tokens x 32,768 vocabulary entries, counted twice (forward and backward
   buffers); backend native materialises the logits: 8 bytes per (completion token, vocab entry)
   [ASSUMPTION: bf16 logits, the temperature-scaled copy and their gradient, plus fp32 slack].
-- DelTA (presets with ``needs_hidden``) keeps the LM-head inputs of the process's whole generation batch
+- DelTA (presets whose ``needs`` holds "hidden") keeps the LM-head inputs of the process's whole generation batch
   (sequences x max_new_tokens x hidden, bf16 on the host when offloaded; ``training.credit.delta``
   streams it in fp32 row chunks of at most 1 GiB, so no full-precision copy): checked against
   ``--host-mem-gb`` per node.
@@ -289,7 +289,7 @@ def memory_per_gpu(shape: ModelShape, scale: ScaleConfig, preset: Preset, *, max
     grads = _shard(b * trainable, w, zero >= 2)
     optimizer = _shard(opt_bytes * trainable, w, zero >= 1)
     # TRL: a separate reference model when beta > 0, except with PEFT (adapters disabled = the base)
-    reference = _shard(b * p, w, zero >= 3) if preset.kl_beta > 0 and scale.lora is None else 0.0
+    reference = _shard(b * p, w, zero >= 3) if preset.needs_ref_model and scale.lora is None else 0.0
     t = max_prompt + max_new
     per_token_layer = (14 * shape.hidden + 6 * shape.intermediate) * b / 2
     if scale.gradient_checkpointing:
@@ -330,7 +330,7 @@ def passes_per_token(preset: Preset, scale: ScaleConfig) -> float:
     """Forward-equivalents (2 P FLOPs each) per trained token in one step (module docstring)."""
     passes = 1.0 + 1.0 + (1.0 if scale.lora is not None else 2.0)  # old logp, policy fwd, bwd
     passes += 1.0 if scale.gradient_checkpointing else 0.0
-    passes += 1.0 if preset.kl_beta > 0 else 0.0
+    passes += 1.0 if preset.needs_ref_model else 0.0
     if preset.token_weights == "cf":
         passes += 1.0 + float(preset.knobs.get("max_spans", 10))
     return passes
@@ -393,7 +393,7 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
         preset = get_preset(method, cfg.algorithms.get(method))
         mem = memory_per_gpu(shape, scale, preset, max_prompt=max_prompt, max_new=rl.max_new_tokens, a=a,
                              gpu_mem_gb=mem_gb, backend=cfg.backend)
-        if preset.needs_hidden:
+        if "hidden" in preset.needs:
             seqs = batch // max(1, world)  # the local generation batch of one process
             per_proc = (seqs * rl.max_new_tokens * shape.hidden * 2 + CHUNK_BYTES) / GB  # bf16 store + one chunk
             per_node = per_proc * max(1, scale.gpus_per_node)

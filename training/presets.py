@@ -25,11 +25,16 @@ Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only
 | otb               | uniform; A_t = r - B_t (OTB baseline)    | = dapo       | token_mean   | 0     | -    |
 | ktae              | uniform; A_t = z_i + kt(y_t) (KTAE)      | = dapo       | token_mean   | 0     | -    |
 | w_reinforce       | uniform; A = +.1 correct / -1 wrong      | = dapo       | token_mean   | 0     | -    |
+| clip_cov          | clip_cov (w=0 on random high-cov tokens) | = dapo       | token_mean   | 0     | no   |
+| kl_cov            | uniform; |log r| on top-cov tokens (coef 1)| no clip      | token_mean   | terms | -    |
+| gspo              | uniform; sequence ratio s_i              | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
+| gspo_token        | uniform; s_i,t (GSPO-token, verl)        | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
+| ppo_critic        | uniform; A_t = GAE of a value head (VAPO)| = dapo       | token_mean   | 0     | -    |
 
 (seq_mean_tm = seq_mean_token_mean, seq_sum_norm = seq_mean_token_sum_norm; "w*KL": the token weight
 multiplies pg + beta KL instead of pg only.) Paper §, code and tests per row: ``training/ALGORITHMS.md``.
 
-Canonical DelTA and CF rows are built on the canonical ``dapo`` preset (algorithms.md §3.4); the
+Canonical DelTA and CF rows are built on the canonical ``dapo`` preset (both papers compare against DAPO); the
 ``*_paper`` presets are each paper's native baseline. Cards: ``training/ALGORITHMS.md``.
 
 Numbers that are results-affecting live here with a paper citation, and can be overridden per
@@ -38,12 +43,19 @@ experiment through ``config.yaml`` (``algorithms.<name>.<field>``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from common.config import ConfigError
-from training.losses import AggregationMode, TokenMeanNormaliser
+from training.credit.batch import POSITION_STATS
+from training.losses import AggregationMode, KLEstimator, RatioLevel, TokenMeanNormaliser
+
+NEEDS: frozenset[str] = frozenset({"hidden", "kv", *POSITION_STATS})
+"""What a preset may ask phase 3 (the old-log-prob forward) to compute, once, beside log-probs and entropy:
+``hidden`` (LM-head input h, DelTA), ``kv`` (keys/values for CF's prefix-cached re-scoring) and the per-position
+statistics of ``training.credit.batch.POSITION_STATS`` (``sum_pi_sq``, OTB)."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +86,10 @@ class Preset:
     """Token-level advantage in ``training.credit.TOKEN_ADVANTAGES`` that replaces A_i in the loss (OTB, KTAE)."""
     advantage_knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-advantage function."""
-    needs_sum_pi_sq: bool = False
-    """The old-log-prob forward also returns sum_v pi_v^2 per response position (OTB's path-variance proxy)."""
+    needs: tuple[str, ...] = ()
+    """What the preset's functions read beyond log-probs and entropy, computed once by phase 3 (``NEEDS``):
+    "hidden" (``CreditBatch.hidden``, DelTA), "kv" (CF: the forward keeps its keys/values, so that
+    ``training.credit.rescoring.edited_logp`` runs only the edited suffixes), "sum_pi_sq" (``CreditBatch.stats``)."""
     weights_on_kl: bool = False
     """If True the token weight multiplies the whole per-token loss (pg + beta*KL), as CF's TRL code."""
     overlong_shaping: bool = False
@@ -86,28 +100,53 @@ class Preset:
     """Drop truncated completions from the loss (overlong filtering; TRL mask_truncated_completions)."""
     dynamic_sampling: bool = False
     """DAPO §3.2: drop groups whose rewards all agree (zero advantage)."""
-    needs_hidden: bool = False
-    """The token-weight function reads ``CreditBatch.hidden`` (captured in the old-log-prob forward)."""
-    needs_kv: bool = False
-    """The token-weight function re-scores edited responses (CF): the old-log-prob forward keeps its keys and
-    values, so that ``training.credit.rescoring.edited_logp`` runs only the edited suffixes."""
     knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-weight function, e.g. ``{"lambda_min": 0.8}``."""
     seed_offset: int = 0
     """Added to the run's seed for every training draw (init, prompts, rollouts). An A/A twin (``dapo_twin``)
     is its baseline trained on other seeds under the same seed ids, so the report pairs it with the baseline
     like any method and its evaluation keeps the shared sampler seed; it must come out not significant."""
+    token_terms: str | None = None
+    """Per-token loss terms in ``training.credit.TOKEN_TERMS`` (clip bounds, KL coefficient per token; KL-Cov)."""
+    terms_knobs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the token-terms function."""
+    ratio_level: RatioLevel = "token"
+    """Importance ratio of the surrogate (``losses.log_importance_ratio``): "token" (PPO), "sequence" (GSPO, TRL
+    ``importance_sampling_level="sequence"``), "sequence_token" (GSPO-token, verl ``compute_policy_loss_gspo``)."""
+    kl_estimator: KLEstimator = "k3"
+    """Per-token KL penalty (``losses.KL_ESTIMATORS``): "k3" (DeepSeekMath) or "abs" (|log ratio|, KL-Cov)."""
+    kl_reference: str = "ref"
+    """What the KL penalty compares with: "ref" (the SFT reference model) or "old" (pi_old; KL-Cov, no model)."""
+    critic: Mapping[str, Any] = field(default_factory=dict)
+    """A learned critic (``training.critic``) if non-empty: its knobs gamma, lam_critic, value_clip, value_lr_scale;
+    its values reach the credit functions as ``CreditBatch.stats["values"]`` (the ``gae`` token advantage)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "needs", tuple(sorted(set(self.needs))))  # a set, kept JSON-able and ordered
+        if unknown := sorted(set(self.needs) - NEEDS):
+            raise KeyError(f"preset {self.name!r}: needs {unknown} unknown; valid: {sorted(NEEDS)}")
+        if self.critic and "hidden" not in self.needs:
+            raise KeyError(f"preset {self.name!r}: a critic reads the LM-head input; add 'hidden' to needs")
+        if self.kl_reference not in ("ref", "old"):
+            raise KeyError(f"preset {self.name!r}: kl_reference {self.kl_reference!r}; valid: ['old', 'ref']")
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``losses.per_token_loss`` for this preset (one place for the loop and TRL)."""
         return {"eps_low": self.eps_low, "eps_high": self.eps_high, "dual_clip_c": self.dual_clip_c,
-                "kl_beta": self.kl_beta, "weights_on_kl": self.weights_on_kl, "kl_clamp": self.kl_clamp}
+                "kl_beta": self.kl_beta, "weights_on_kl": self.weights_on_kl, "kl_clamp": self.kl_clamp,
+                "ratio_level": self.ratio_level, "kl_estimator": self.kl_estimator}
+
+    @property
+    def needs_ref_model(self) -> bool:
+        """The KL term reads the reference (SFT) model's log-probs (phase 3 runs its forward)."""
+        return self.kl_beta > 0 and self.kl_reference == "ref"
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Preset":
         """Return a copy with fields (and ``knobs.<k>``) replaced; unknown fields raise, naming them."""
         fields = {f for f in self.__dataclass_fields__}
         top, knobs = {}, dict(self.knobs)
-        nested = {"advantage_knobs": dict(self.advantage_knobs), "outcome_knobs": dict(self.outcome_knobs)}
+        nested = {"advantage_knobs": dict(self.advantage_knobs), "outcome_knobs": dict(self.outcome_knobs),
+                  "terms_knobs": dict(self.terms_knobs), "critic": dict(self.critic)}
         for key, value in overrides.items():
             if key == "knobs":
                 knobs.update(value)
@@ -147,9 +186,12 @@ _DAPO_CF_PAPER = replace(
     _DAPO, name="dapo_cf_paper", eps_high=0.2, dual_clip_c=None, kl_beta=0.005,
     overlong_shaping=False, mask_truncated=True, dynamic_sampling=False,
 )
-_DELTA = replace(_DAPO, name="delta", token_weights="delta", needs_hidden=True, knobs=dict(_DELTA_KNOBS))
+_DELTA = replace(_DAPO, name="delta", token_weights="delta", needs={"hidden"}, knobs=dict(_DELTA_KNOBS))
 # CF's TRL code multiplies the whole per-token loss (pg + beta KL) by w.
-_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs_kv=True, knobs=dict(_CF_KNOBS))
+_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs={"kv"}, knobs=dict(_CF_KNOBS))
+
+_GSPO = replace(_DAPO, name="gspo", ratio_level="sequence", eps_low=3e-4, eps_high=4e-4, dual_clip_c=None,
+                aggregation="seq_mean_token_mean")
 
 PRESETS: Mapping[str, Preset] = MappingProxyType({
     "grpo": _GRPO,
@@ -169,17 +211,17 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "cf": _CF,
     "cf_conserve": replace(_CF, name="cf_conserve", knobs={**_CF_KNOBS, "conserve": True}),
     "cf_inverted": replace(_CF, name="cf_inverted", knobs={**_CF_KNOBS, "mode": "inverted"}),
-    "cf_random": replace(_CF, name="cf_random", needs_kv=False, knobs={**_CF_KNOBS, "mode": "random"}),
+    "cf_random": replace(_CF, name="cf_random", needs=(), knobs={**_CF_KNOBS, "mode": "random"}),
     # CF's structural prior alone: no spans, so every row takes CF's own no-span path (imp 0.5 everywhere,
     # = zero counterfactual drops), then the same damping / answer weight / EOS: a fidelity control
-    "cf_prior": replace(_CF, name="cf_prior", needs_kv=False, knobs={**_CF_KNOBS, "max_spans": 0}),
+    "cf_prior": replace(_CF, name="cf_prior", needs=(), knobs={**_CF_KNOBS, "max_spans": 0}),
     # beta = 0.005 and w on pg + beta KL: an A_i = 0 row's weight scales its KL term, so no skipping
-    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs_kv=True,
+    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs={"kv"},
                         knobs={**_CF_KNOBS, "skip_zero_advantage": False}),
     "forking_tokens": replace(_DAPO, name="forking_tokens", token_weights="forking_tokens",
                               knobs={"top_quantile": 0.2}),  # arXiv 2506.01939: top 20 %
     # Optimal token baseline, arXiv 2602.07078; verl compute_optimal_token_baseline_advantage defaults
-    "otb": replace(_DAPO, name="otb", token_advantage="otb", needs_sum_pi_sq=True,
+    "otb": replace(_DAPO, name="otb", token_advantage="otb", needs={"sum_pi_sq"},
                    advantage_knobs={"handle_zero_tail": True, "eps": 1e-8}),
     # KTAE (xiaolizh1/KTAE core_algos: ComputeKeyTokens(alpha=1, beta_ig=1, gamma_tf=1, top=1))
     "ktae": replace(_DAPO, name="ktae", token_advantage="ktae",
@@ -188,6 +230,21 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # its 0/1 score test needs the unshaped reward
     "w_reinforce": replace(_DAPO, name="w_reinforce", outcome_advantage="w_reinforce", overlong_shaping=False,
                            outcome_knobs={"positive_weight": 0.1}),
+    # Clip-Cov / KL-Cov, arXiv 2505.22617 §4 (verl core_algos defaults: ratios 2e-4, cov bounds (1, 5), coef 1);
+    # Clip-Cov = a preset + one token-weight function; KL-Cov's surrogate is unclipped (verl pg_losses1)
+    "clip_cov": replace(_DAPO, name="clip_cov", token_weights="clip_cov",
+                        knobs={"clip_ratio": 2e-4, "cov_lb": 1.0, "cov_ub": 5.0}),
+    "kl_cov": replace(_DAPO, name="kl_cov", eps_low=math.inf, eps_high=math.inf, dual_clip_c=None,
+                      token_terms="kl_cov", terms_knobs={"kl_cov_ratio": 2e-4, "ppo_kl_coef": 1.0},
+                      kl_estimator="abs", kl_reference="old"),
+    # GSPO, arXiv 2507.18071 §4-5: sequence ratio, eps 3e-4 / 4e-4, sequence-mean loss (TRL loss_type="grpo")
+    "gspo": _GSPO,
+    "gspo_token": replace(_GSPO, name="gspo_token", ratio_level="sequence_token"),  # verl compute_policy_loss_gspo
+    # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
+    # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
+    "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae", needs=("hidden",),
+                          advantage_knobs={"gamma": 1.0, "lam_policy": 0.95, "lam_alpha": 0.05},
+                          critic={"gamma": 1.0, "lam_critic": 1.0, "value_clip": 0.5, "value_lr_scale": 2.0}),
 })
 
 

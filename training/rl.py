@@ -1,6 +1,6 @@
 """The native RLVR trainer: one readable loop, every algorithm a preset (``training.presets``).
 
-Per step (one rollout batch):
+Per step (one rollout batch; each phase a function of ``training.phases``):
   1. rollout    sample G responses for each of ``prompts_per_step`` prompts (KV cache, temperature T)
   2. reward     binary verifiable reward from the answer checker (``evaluation.grading.grade``, the same
                 function evaluation uses) + DAPO overlong shaping if the preset says so
@@ -35,26 +35,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from common.config import Config, RLConfig, load_config, resume_digest
+from common.config import Config, load_config, resume_digest
 from common.io import append_jsonl, read_jsonl, write_jsonl_atomic
 from common.manifest import write_manifest
 from common.records import PHASES
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from evaluation.grading import grade, reward
 from training import losses
 from training.checkpoint import (
     publish_checkpoint,
@@ -64,9 +60,26 @@ from training.checkpoint import (
     step_dirs,
     truncate_metrics,
 )
-from training.credit import CreditBatch, get_token_advantage_fn, get_token_weight_fn
+from training.credit import get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
-from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
+from training.credit.rescoring import chunked
+from training.critic import Critic
+from training.phases import (
+    folds_old_logp,
+    forward_logp,
+    grade_rollout,
+    loop_credit_batch,
+    make_logp_fn,
+    old_forward,
+    peek_randperm,
+    sample_rollout,
+    shape_rewards,
+    token_advantages,
+    token_terms,
+    update_forward,
+    verifiable_reward,
+    with_values,
+)
 from training.presets import Preset, get_preset
 from training.tracking import make_tracker, weights_text
 
@@ -83,268 +96,6 @@ class PhaseTimer:
         yield
         self.seconds[phase] += time.perf_counter() - t0
 
-
-def response_mask_from_ids(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask [B,R] of real response tokens (up to and including the first eos) and truncated flags [B]."""
-    is_eos = response_ids == eos_id
-    seen_before = torch.cumsum(is_eos.int(), dim=1) - is_eos.int()  # eos tokens strictly before t
-    mask = (seen_before == 0).float()
-    truncated = ~is_eos.any(dim=1)
-    return mask, truncated
-
-
-def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *, capture_hidden: bool = False,
-                 with_entropy: bool = False, kv_out: list | None = None, sum_pi_sq_out: list | None = None):
-    """Log-probs of response tokens [B,R] (and entropy [B,R], LM-head input [B,R,H] if asked).
-
-    Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts.
-    ``kv_out``: a list to which the keys/values of all P+R positions are appended (``scoring.Layers``;
-    None if the model's cache is not a plain full-attention one). ``sum_pi_sq_out``: a list to which
-    sum_v pi_v^2 [B,R] at each response position is appended (OTB's path-variance proxy).
-    """
-    input_ids = torch.cat([prompt_ids, response_ids], dim=1)  # [B, P+R]
-    attention = torch.cat([prompt_mask, response_mask.long()], dim=1)
-    captured = {}
-    handle = None
-    if capture_hidden:
-        head = model.get_output_embeddings()
-        handle = head.register_forward_pre_hook(lambda _m, args: captured.__setitem__("h", args[0].detach()))
-    try:
-        out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids(attention),
-                    use_cache=kv_out is not None)
-        logits = out.logits
-        if kv_out is not None:
-            kv_out.append(cache_layers(out, detach=True))
-    finally:
-        if handle is not None:
-            handle.remove()
-    p = prompt_ids.shape[1]
-    logits = logits[:, p - 1 : -1].float()  # [B, R, V]: position p-1+j predicts response token j
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
-    with torch.no_grad():  # statistics of theta_old: no graph, also when the forward is the update's
-        entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
-        if sum_pi_sq_out is not None:
-            sum_pi_sq_out.append(logp_all.mul(2.0).exp().sum(-1))  # [B, R] sum_v pi_v^2
-    hidden = captured["h"][:, p - 1 : -1] if capture_hidden else None  # [B, R, H]
-    return logp, entropy, hidden
-
-
-def sample_prompts(problems: list[dict], n: int, seed: int, step: int) -> list[dict]:
-    """The step's prompts depend only on (seed, step): identical across methods and after a resume."""
-    return random.Random(seed * 1_000_003 + step).sample(problems, n)
-
-
-REWARD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))
-"""Sympy worker subprocesses grading one rollout batch (most pairs never leave the fast path)."""
-
-
-def verifiable_reward(response: str, gold: str, *, timeout_s: float) -> float:
-    """1.0 if the answer checker accepts the response, else 0.0 (the checker evaluation uses)."""
-    return float(grade(response, gold, timeout_s=timeout_s).correct)
-
-
-# ---- the phases of one step, as functions (the loop below, and training.credit.analysis, call them) ----
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """One rollout batch at ``step`` (phase 1); ``correct`` is set by :func:`grade_rollout` (phase 2)."""
-
-    step: int
-    prompt_ids: torch.Tensor  # [B, P] left padded
-    prompt_mask: torch.Tensor  # [B, P]
-    response_ids: torch.Tensor  # [B, R] right padded
-    response_mask: torch.Tensor  # [B, R] float, up to and including the first EOS
-    truncated: torch.Tensor  # [B] bool
-    group_ids: torch.Tensor  # [B] prompt group of each response
-    golds: tuple[str, ...]  # [B] gold answer of each response's prompt
-    correct: torch.Tensor | None = None  # [B] float 0/1 from the reward function
-
-
-def sample_rollout(model, tokenizer, problems: list[dict], rl: RLConfig, *, seed: int, step: int,
-                   sampler: Callable[..., torch.Tensor] = sample_hf) -> Rollout:
-    """Phase 1: ``rl.group_size`` samples for each of the step's prompts (they depend on (seed, step) only)."""
-    batch_problems = sample_prompts(problems, rl.prompts_per_step, seed, step)
-    enc = tokenizer([p["prompt"] for p in batch_problems], return_tensors="pt", padding=True,
-                    add_special_tokens=False)
-    model.eval()
-    with torch.no_grad():
-        response_ids = sampler(model, tokenizer, enc["input_ids"], enc["attention_mask"], n=rl.group_size,
-                               temperature=rl.temperature, top_p=rl.top_p, max_new_tokens=rl.max_new_tokens,
-                               generator_seed=seed * 7919 + step)
-    group_ids = torch.arange(len(batch_problems)).repeat_interleave(rl.group_size)  # [B]
-    response_mask, truncated = response_mask_from_ids(response_ids, tokenizer.eos_token_id)
-    return Rollout(step=step, prompt_ids=enc["input_ids"].repeat_interleave(rl.group_size, dim=0),
-                   prompt_mask=enc["attention_mask"].repeat_interleave(rl.group_size, dim=0),
-                   response_ids=response_ids, response_mask=response_mask, truncated=truncated,
-                   group_ids=group_ids, golds=tuple(batch_problems[int(g)]["answer"] for g in group_ids))
-
-
-def grade_rollout(ro: Rollout, tokenizer, *, timeout_s: float,
-                  reward_fn: Callable[..., float] = verifiable_reward) -> Rollout:
-    """Phase 2a: the verifiable reward of every response (the answer checker on its decoded text).
-
-    The default reward grades the batch through a pool of sympy workers (``evaluation.grading.reward``).
-    """
-    texts = tokenizer.batch_decode(
-        [ids[: int(m.sum())] for ids, m in zip(ro.response_ids, ro.response_mask)], skip_special_tokens=True)
-    if reward_fn is verifiable_reward:
-        scores = reward(texts, list(ro.golds), timeout_s=timeout_s, workers=REWARD_WORKERS)
-    else:
-        scores = [reward_fn(t, g, timeout_s=timeout_s) for t, g in zip(texts, ro.golds)]
-    correct = torch.tensor(scores)
-    return replace(ro, correct=correct)
-
-
-def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[torch.Tensor, ...]:
-    """Phase 2b: (rewards [B], advantages [B], loss mask [B, R]) of ``preset`` on a graded rollout."""
-    assert ro.correct is not None, "grade_rollout first"
-    rewards = ro.correct.clone()
-    if preset.overlong_shaping:  # DAPO §3.4, L_max = max_new_tokens
-        cache = max(1, int(round(preset.overlong_cache_frac * max_new_tokens)))
-        rewards = rewards + losses.overlong_penalty(ro.response_mask.sum(-1), max_len=max_new_tokens,
-                                                    cache_len=cache)
-    advantages = losses.OUTCOME_ADVANTAGES[preset.outcome_advantage](
-        rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std, **preset.outcome_knobs)
-    loss_mask = ro.response_mask.clone()
-    if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
-        loss_mask[ro.truncated] = 0.0
-    if preset.dynamic_sampling:  # DAPO §3.2 filter (no refill; see module docstring)
-        for g in torch.unique(ro.group_ids):
-            idx = ro.group_ids == g
-            if rewards[idx].std() == 0:
-                loss_mask[idx] = 0.0
-    return rewards, advantages, loss_mask
-
-
-class OldForward(NamedTuple):
-    """Phase 3's outputs at theta_old (detached)."""
-
-    old_logp: torch.Tensor  # [B, R]
-    entropy: torch.Tensor  # [B, R]
-    hidden: torch.Tensor | None  # [B, R, H] LM-head input, if capture_hidden
-    ref_logp: torch.Tensor | None  # [B, R] under the reference model, if any
-    kv: SourceCache | None  # (old_logp, keys/values per micro-batch of rows), if keep_kv and the cache is plain
-    sum_pi_sq: torch.Tensor | None = None  # [B, R] sum_v pi_old(v)^2, if sum_pi_sq
-
-
-class HeldForward(NamedTuple):
-    """The update's forward when phase 3 is folded into it (:func:`update_forward`)."""
-
-    order: torch.Tensor  # [B] the update's row order: its micro-batches are consecutive slices of it
-    logps: list[torch.Tensor]  # per micro-batch, log-probs [m, R] with their autograd graphs, in order
-
-
-def _forward_groups(model, ro: Rollout, groups: list[torch.Tensor], *, grad: bool, capture_hidden: bool,
-                    ref_model, keep_kv: bool, sum_pi_sq: bool) -> tuple[OldForward, list[torch.Tensor]]:
-    """:func:`forward_logp` over groups of rows (micro-batches): the detached outputs in batch order and,
-    per group, the log-probs as computed (with their graphs if ``grad``)."""
-    olds, ents, hids, refs, kvs, sq = [], [], [], [], [], []
-    for rows in groups:
-        args = (ro.prompt_ids[rows], ro.prompt_mask[rows], ro.response_ids[rows], ro.response_mask[rows])
-        with torch.set_grad_enabled(grad):
-            lp, ent, hid = forward_logp(model, *args, capture_hidden=capture_hidden, with_entropy=True,
-                                        kv_out=kvs if keep_kv else None, sum_pi_sq_out=sq if sum_pi_sq else None)
-        olds.append(lp), ents.append(ent), hids.append(hid)
-        if ref_model is not None:
-            with torch.no_grad():
-                refs.append(forward_logp(ref_model, *args)[0])
-    where = torch.cat(groups)
-
-    def batch_order(parts: list[torch.Tensor]) -> torch.Tensor | None:
-        if not parts:
-            return None
-        stacked = torch.cat([t.detach() for t in parts])
-        out = torch.empty_like(stacked)
-        out[where] = stacked
-        return out
-
-    old_logp = batch_order(olds)
-    kv = (old_logp, list(zip(groups, kvs))) if keep_kv and all(k is not None for k in kvs) else None
-    return OldForward(old_logp, batch_order(ents), batch_order(hids) if capture_hidden else None,
-                      batch_order(refs), kv, batch_order(sq)), olds
-
-
-def old_forward(model, ro: Rollout, micro_batch_size: int, *, capture_hidden: bool, ref_model=None,
-                keep_kv: bool = False, sum_pi_sq: bool = False) -> OldForward:
-    """Phase 3: one no-grad forward at theta_old in micro-batches. ``keep_kv`` keeps its keys/values for
-    CF's prefix-cached re-scoring (``scoring.edited_logp(source=...)``), which then runs no forward of
-    the unedited batch itself."""
-    model.eval()
-    groups = [torch.arange(s.start, s.stop) for s in chunked(ro.response_ids.shape[0], micro_batch_size)]
-    return _forward_groups(model, ro, groups, grad=False, capture_hidden=capture_hidden, ref_model=ref_model,
-                           keep_kv=keep_kv, sum_pi_sq=sum_pi_sq)[0]
-
-
-def update_forward(model, ro: Rollout, order: torch.Tensor, micro_batch_size: int, *, capture_hidden: bool,
-                   ref_model=None, keep_kv: bool = False, sum_pi_sq: bool = False) -> tuple[OldForward, HeldForward]:
-    """Phase 3 folded into phase 5 (``rl.fold_old_logp``, one mini-batch): the update's micro-batch forwards
-    (train mode, with grad) run first, at theta_old, and phase 3's outputs are taken from them, detached
-    (old_logp = logp.detach(), entropy, DelTA's h, OTB's sum pi^2, CF's keys/values). The graphs are held
-    until the credit phase has the weights: the memory of the whole batch's activations at once (the
-    two-forward path holds one micro-batch's). The reference model's forward stays a separate no-grad one."""
-    model.train()
-    groups = [order[s] for s in chunked(len(order), micro_batch_size)]
-    old, logps = _forward_groups(model, ro, groups, grad=True, capture_hidden=capture_hidden, ref_model=ref_model,
-                                 keep_kv=keep_kv, sum_pi_sq=sum_pi_sq)
-    return old, HeldForward(order, logps)
-
-
-def has_dropout(model) -> bool:
-    """True if the model's train- and eval-mode forwards can differ (a dropout module or config rate > 0)."""
-    config = getattr(model, "config", None)
-    items = config.to_dict().items() if config is not None else ()
-    rates = [v for k, v in items if "dropout" in k and isinstance(v, (int, float))]
-    return any(r > 0 for r in rates) or any(
-        isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
-
-
-def folds_old_logp(rl: RLConfig, preset: Preset, model) -> bool:
-    """Whether phase 3 is the update's own forward (:func:`update_forward`): ``rl.fold_old_logp`` with one
-    mini-batch (the only update runs at theta_old, so its forward is phase 3's), a loss that does not
-    depend on the micro-batch partition (not verl's per-micro-batch normaliser: the folded forward fixes
-    the partition before the credit phase draws from the generator) and no dropout (phase 3 runs in eval
-    mode, the update in train mode)."""
-    return (rl.fold_old_logp and rl.mini_batches == 1 and preset.token_mean_normaliser != "micro_batch"
-            and not has_dropout(model))
-
-
-def peek_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
-    """``torch.randperm(n, generator=generator)`` without advancing ``generator``: the update's order as
-    phase 5 draws it, unless the credit phase draws from the generator first (random-weight controls)."""
-    twin = torch.Generator(device=generator.device)
-    twin.set_state(generator.get_state())
-    return torch.randperm(n, generator=twin)
-
-
-def token_advantages(preset: Preset, credit: CreditBatch) -> torch.Tensor:
-    """The advantage the loss uses: the preset's token-level advantage [B, R] (OTB, KTAE), else A_i [B]."""
-    if preset.token_advantage is None:
-        return credit.advantages
-    with torch.no_grad():
-        return get_token_advantage_fn(preset.token_advantage)(credit, **preset.advantage_knobs)
-
-
-def make_logp_fn(model, micro_batch_size: int) -> Callable[..., torch.Tensor]:
-    """CF's whole-sequence re-scoring under the current policy (``training.credit.batch.LogProbFn``)."""
-
-    def logp_fn(p_ids, p_mask, r_ids, r_mask):
-        with torch.no_grad():
-            outs = [forward_logp(model, p_ids[s], p_mask[s], r_ids[s], r_mask[s])[0]
-                    for s in chunked(p_ids.shape[0], micro_batch_size)]
-        return torch.cat(outs)
-
-    return logp_fn
-
-
-def make_edit_logp_fn(model, ro: Rollout, micro_batch_size: int, *,
-                      full_logp_fn: Callable[..., torch.Tensor],
-                      source: SourceCache | None) -> Callable[..., torch.Tensor]:
-    """CF's prefix-cached re-scoring of edited rows of ``ro`` (``training.credit.batch.EditLogProbFn``), on top of
-    the phase-3 forward's keys/values when ``source`` holds them."""
-    return partial(edited_logp, model, ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask,
-                   micro_batch_size=micro_batch_size, full_logp_fn=full_logp_fn, source=source)
 
 
 def resume_checkpoint(resume_root: Path, metrics: Path) -> Path | None:
@@ -397,8 +148,11 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         for p in (metrics_path, weights_path, resume_metrics):
             p.unlink(missing_ok=True)
     resume_root.mkdir(parents=True, exist_ok=True)
+    critic = Critic(model.config.hidden_size, preset.critic, lr=rl.lr) if preset.critic else None
+    if critic is not None and state is not None:
+        critic.load_state_dict(state["critic"])
     ref_model = None
-    if preset.kl_beta > 0:
+    if preset.needs_ref_model:
         ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
         ref_model.requires_grad_(False)
 
@@ -418,29 +172,26 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
             ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
             correct, lengths = ro.correct, response_mask.sum(-1)
             rewards, advantages, loss_mask = shape_rewards(preset, ro, rl.max_new_tokens)
-        # ---- 3. old log-probs (+ hidden states for DelTA) from one forward -------------------------
+        # ---- 3. old log-probs (+ what the preset needs: h, keys/values, statistics) from one forward --
         with timer("old_logp"):  # folded: the update's forward with grad (module docstring)
-            needs = dict(capture_hidden=preset.needs_hidden or cfg.fidelity.grad_snr,  # gradsnr reads h
-                         ref_model=ref_model, keep_kv=preset.needs_kv, sum_pi_sq=preset.needs_sum_pi_sq)
+            needs = {*preset.needs, *(["hidden"] if cfg.fidelity.grad_snr else [])}  # gradsnr reads h
             if folds_old_logp(rl, preset, model):
                 order = peek_randperm(response_ids.shape[0], generator)
-                old, held = update_forward(model, ro, order, rl.micro_batch_size, **needs)
+                old, held = update_forward(model, ro, order, rl.micro_batch_size, needs=needs, ref_model=ref_model)
             else:
-                old, held = old_forward(model, ro, rl.micro_batch_size, **needs), None
+                old, held = old_forward(model, ro, rl.micro_batch_size, needs=needs, ref_model=ref_model), None
             old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
-            credit = CreditBatch(
-                prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=response_ids,
-                response_mask=loss_mask, old_logp=old_logp, entropy=entropy, advantages=advantages,
-                group_ids=group_ids, hidden=hidden, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
-                logp_fn=logp_fn, generator=generator, rewards=rewards, sum_pi_sq=old.sum_pi_sq,
-                edit_logp_fn=make_edit_logp_fn(model, ro, rl.micro_batch_size, full_logp_fn=logp_fn,
-                                               source=old.kv),
-            )
+            old = with_values(old, critic)  # V at theta_old (PPO-critic), else unchanged
+            values = old.stats.get("values")
+            credit = loop_credit_batch(model, ro, old, tokenizer, rl.micro_batch_size, advantages=advantages,
+                                       loss_mask=loss_mask, rewards=rewards, generator=generator, logp_fn=logp_fn)
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
                 loss_adv = token_advantages(preset, credit)  # [B] or, for OTB / KTAE, [B, R]
+            terms = token_terms(preset, credit)  # per-token clip bounds / KL coefficient (KL-Cov), or {}
+            kl_ref = old_logp if preset.kl_reference == "old" else ref_logp
             del old, credit  # free the kept keys/values before the update
             diag = step_gradient_snr(preset, hidden, model.get_output_embeddings().weight, response_ids, loss_adv,
                                      weights, loss_mask, group_ids, rl.max_new_tokens) if cfg.fidelity.grad_snr else {}
@@ -467,26 +218,32 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
                     logp = held.logps.pop(0) if held is not None else forward_logp(
                         model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])[0]
                     per_token, kl = losses.per_token_loss(
-                        logp, old_logp[i], loss_adv[i], weights[i], **preset.loss_kwargs(),
-                        ref_logp=None if ref_logp is None else ref_logp[i])
+                        logp, old_logp[i], loss_adv[i], weights[i],
+                        **{**preset.loss_kwargs(), **{k: v[i] for k, v in terms.items()}},
+                        ref_logp=None if kl_ref is None else kl_ref[i], mask=loss_mask[i])
                     loss = losses.aggregate(per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
                                             num_seqs=num_seqs, max_len=rl.max_new_tokens)
                     loss.backward()
                     with torch.no_grad():
                         m = loss_mask[i]
-                        ratio = torch.exp(logp - old_logp[i])
-                        clipped = ((ratio < 1 - preset.eps_low) | (ratio > 1 + preset.eps_high)).float()
+                        ratio = torch.exp(losses.log_importance_ratio(logp, old_logp[i], loss_mask[i],
+                                                                      preset.ratio_level)).expand_as(logp)
+                        lo, hi = (terms[k][i] if k in terms else getattr(preset, k) for k in ("eps_low", "eps_high"))
+                        clipped = ((ratio < 1 - lo) | (ratio > 1 + hi)).float()
                         stats["loss"] += float(loss)
                         stats["clip_frac"] += float((clipped * m).sum()) / max(float(loss_mask.sum()), 1.0)
                         stats["kl"] += float((kl * m).sum()) / max(float(loss_mask.sum()), 1.0)
                 if rl.grad_clip > 0:
                     stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.grad_clip))
                 opt.step()
+            if critic is not None:  # the value head's step, on the same batch (its own optimizer)
+                stats.update(critic.update(hidden, values, rewards, loss_mask))
         # ---- 6. checkpoint + metrics --------------------------------------------------------------
         done = step + 1
         with timer("checkpoint"):
             if done in rl.checkpoint_steps:
-                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest}
+                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest,
+                         **({"critic": critic.state_dict()} if critic is not None else {})}
                 save_hf_atomic(model, tokenizer, resume_root / f"step{done}", extra_state=state)
                 publish_checkpoint(resume_root / f"step{done}", ckpt_root / f"step{done}")
                 if rl.log_token_weights:

@@ -31,7 +31,8 @@ Differences from the native loop (documented, none changes a loss on identical i
   mini-batch); see TRL issues 5619 / PR 6024. The native loop reproduces TRL's with the preset
   field ``token_mean_normaliser="step_mean"`` (``training/ALGORITHMS.md``, shared departure S2);
   with ``mini_batches == 1`` the two are equal.
-- OTB, KTAE and W-REINFORCE (``outcome_advantage`` / ``token_advantage``) are native-loop only.
+- OTB, KTAE and W-REINFORCE (``outcome_advantage`` / ``token_advantage``) and KL-Cov (``token_terms``) are
+  native-loop only; GSPO's sequence ratio and Clip-Cov's weights run here through the same loss.
 - Prompts are drawn by TRL's seeded sampler, not ``training.rl.sample_prompts``.
 - With vLLM and TRL's importance-sampling correction on (TRL default), the policy-gradient term is
   multiplied by the rollout/trainer ratio, as TRL does.
@@ -68,7 +69,8 @@ from common.records import PHASES
 from evaluation.grading import reward
 from training import losses
 from training.checkpoint import truncate_metrics
-from training.credit import CreditBatch, get_token_weight_fn
+from training.credit import get_token_weight_fn
+from training.phases import OldForward, build_credit_batch
 from training.presets import Preset
 from training.tracking import report_to
 
@@ -79,11 +81,13 @@ LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_toke
 # ---------------------------------------------------------------------------------------- the loss
 
 def per_token_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor,
-                   ref_logp: Tensor | None = None, is_ratio: Tensor | None = None) -> Tensor:
-    """The native loop's per-token loss (``losses.per_token_loss`` with the preset's knobs). Returns [B, R]."""
+                   ref_logp: Tensor | None = None, is_ratio: Tensor | None = None,
+                   mask: Tensor | None = None) -> Tensor:
+    """The native loop's per-token loss (``losses.per_token_loss`` with the preset's knobs; ``mask`` for GSPO's
+    sequence ratio). Returns [B, R]."""
     per_token, _ = losses.per_token_loss(
         logp, old_logp, advantages, weights, **preset.loss_kwargs(),
-        ref_logp=ref_logp if preset.kl_beta > 0 else None, is_ratio=is_ratio)
+        ref_logp=ref_logp if preset.kl_beta > 0 else None, is_ratio=is_ratio, mask=mask)
     return per_token
 
 
@@ -91,7 +95,7 @@ def preset_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tens
                 *, num_tokens: float, num_seqs: float, max_len: int, ref_logp: Tensor | None = None,
                 is_ratio: Tensor | None = None) -> Tensor:
     """:func:`per_token_loss` reduced by ``losses.aggregate`` with the caller's global normalisers."""
-    per_token = per_token_loss(preset, logp, old_logp, advantages, weights, ref_logp, is_ratio)
+    per_token = per_token_loss(preset, logp, old_logp, advantages, weights, ref_logp, is_ratio, mask)
     return losses.aggregate(per_token, mask, preset.aggregation, num_tokens=num_tokens, num_seqs=num_seqs,
                             max_len=max_len)
 
@@ -274,7 +278,7 @@ def _make_trainer_class():
             # so the peak is the buffer itself; on the host when offloaded, in the model's dtype).
             store: dict[str, Any] = {"buf": None, "filled": 0}
             handle = None
-            if self.preset.needs_hidden:
+            if "hidden" in self.preset.needs:
                 def hook(_m, _args, out):
                     h = out.last_hidden_state[:, -logits_to_keep - 1:-1].detach()  # LM-head input per response token
                     if store["buf"] is None:
@@ -351,13 +355,11 @@ def _make_trainer_class():
                         self.model, torch.cat([p_ids, r_ids], 1), torch.cat([p_mask, r_mask.to(p_mask.dtype)], 1),
                         r_ids.size(1), batch_size=self.args.per_device_train_batch_size)[0]
 
-            credit = CreditBatch(
-                prompt_ids=prompt_ids.to(dev), prompt_mask=prompt_mask.to(dev), response_ids=completion_ids.to(dev),
-                response_mask=loss_mask.to(dev), old_logp=old_logp.to(dev), entropy=cap["entropy"].to(dev),
-                advantages=advantages.to(dev), group_ids=group_ids.to(dev), hidden=hidden,
-                pad_token_id=self._tokenizer.pad_token_id, tokenizer=self.processing_class, logp_fn=logp_fn,
-                generator=self.credit_generator,
-            )
+            old = OldForward(old_logp.to(dev), cap["entropy"].to(dev), hidden, None, None)
+            credit = build_credit_batch(
+                prompt_ids.to(dev), prompt_mask.to(dev), completion_ids.to(dev), group_ids.to(dev), old,
+                self.processing_class, advantages=advantages.to(dev), loss_mask=loss_mask.to(dev), rewards=None,
+                generator=self.credit_generator, logp_fn=logp_fn, pad_token_id=self._tokenizer.pad_token_id)
             with torch.no_grad():
                 w = self.weight_fn(credit, **self.preset.knobs).to(loss_mask.device, loss_mask.dtype)
                 out["token_weights"] = w * loss_mask
@@ -522,6 +524,9 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
         raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop "
                                   f"(its advantage is {preset.token_advantage or preset.outcome_advantage!r}, "
                                   "TRL's is the group z-score)")
+    if preset.token_terms is not None or preset.kl_reference != "ref":
+        raise NotImplementedError(f"backend trl: preset {preset.name!r} needs the native loop (per-token loss terms "
+                                  f"{preset.token_terms!r} against pi_old are not carried through TRL's batch)")
     from trl import GRPOConfig
 
     run = Path(run_dir)
@@ -544,7 +549,7 @@ def build_trainer(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train
                                          max_prompt_tokens=cfg.scale.max_prompt_tokens),
         processing_class=tokenizer, peft_config=peft_config(cfg.scale),
         callbacks=[callback], preset=preset, reward_log=log, credit_seed=seed,
-        offload_hidden=preset.needs_hidden and cfg.scale.gpus_per_node > 0,
+        offload_hidden="hidden" in preset.needs and cfg.scale.gpus_per_node > 0,
     )
     callback.trainer = trainer
     return trainer

@@ -20,6 +20,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from common.records import CODE_ONLY_REASONS
 from evaluation.grading import GRADER_VERSION, REASONS, grade_many
 
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     counts = Counter(v.reason for v in verdicts)
     print(f"{GRADER_VERSION}: {len(verdicts)} graded -> {args.output}")
-    for reason in REASONS:
+    for reason in (r for r in REASONS if r not in CODE_ONLY_REASONS):  # the answer checker's own reasons
         print(f"  {reason:<12} {counts.get(reason, 0)}")
     return 0
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from evaluation.report.load import (
     AUDIT_EXAMPLES,
+    CODE_ONLY_REASONS,
     FAILURE_REASONS,
     REASONS,
     ReportOptions,
@@ -34,11 +35,9 @@ log = logging.getLogger(__name__)
 def failures_table(res: Results, footer: str) -> Table:
     """Grader reason counts and rates per method at the final step (all benchmarks and seeds)."""
     final = _final_records(res)
-    extra = sorted(
-        {r for recs in final.values() for s in recs.values() for rec in s.values() for r in rec.reasons}
-        - set(REASONS)
-    )
-    reasons = [*REASONS, *extra]
+    seen = {r for recs in final.values() for s in recs.values() for rec in s.values() for r in rec.reasons}
+    extra = sorted(seen - set(REASONS))
+    reasons = [*(r for r in REASONS if r not in CODE_ONLY_REASONS or r in seen), *extra]
     rows = []
     for method in sort_methods(set(final)):
         counts = dict.fromkeys(reasons, 0)
@@ -63,7 +62,7 @@ def failures_table(res: Results, footer: str) -> Table:
     cols.append(Column("failure rate (%)", "failure_pct", digits=1, bold="min"))
     caption = (
         "Grader verdicts at the final checkpoint, summed over benchmarks and seeds; failure = "
-        + " + ".join(FAILURE_REASONS)
+        + " + ".join(r for r in FAILURE_REASONS if r in reasons)
     )
     return Table("failures", caption, data, tuple(cols), footer)
 

@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from common.records import FAILURE_REASONS, PHASES, REASONS  # noqa: F401  (re-exported to the report modules)
+from common.records import (  # noqa: F401  (re-exported to the report modules)
+    CODE_ONLY_REASONS,
+    FAILURE_REASONS,
+    PHASES,
+    REASONS,
+    SUMMARY_KEYS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +44,6 @@ OPTIONAL_TABLES: tuple[str, ...] = ("code", "ood", "gsm8k", "audit")
 gsm8k: GSM8K, audit: ``.samples.jsonl`` of math benchmarks and Math-Verify installed)."""
 AUDIT_MAX_SAMPLES = 2000
 AUDIT_EXAMPLES = 3
-SUMMARY_KEYS: tuple[str, ...] = (
-    "benchmark", "method", "seed", "step", "n_problems", "k", "n_samples", "avg_at_k", "problem_ids",
-    "per_problem_correct", "reasons", "grader_version", "data_sha256",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)

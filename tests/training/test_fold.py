@@ -11,9 +11,11 @@ import torch
 from safetensors.torch import load_file
 from test_rl import _cfg, digit_reward
 
+from training import phases as phases_module
 from training import rl as rl_module
+from training.phases import folds_old_logp, peek_randperm
 from training.presets import get_preset
-from training.rl import folds_old_logp, peek_randperm, train
+from training.rl import train
 
 
 def _run(tiny_env, run_dir, monkeypatch, name, **rl):
@@ -32,7 +34,8 @@ def _run(tiny_env, run_dir, monkeypatch, name, **rl):
         return real_forward(model, *args, **kwargs)
 
     monkeypatch.setattr(rl_module.torch.optim, "AdamW", RecordingAdamW)
-    monkeypatch.setattr(rl_module, "forward_logp", counting_forward)
+    monkeypatch.setattr(rl_module, "forward_logp", counting_forward)  # phase 5's forward
+    monkeypatch.setattr(phases_module, "forward_logp", counting_forward)  # phase 3's (and the folded update's)
     cfg = _cfg(tiny_env, steps=2, checkpoint_every=2, **rl)
     train(cfg, get_preset(name), seed=3, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]),
           run_dir=str(run_dir), reward_fn=digit_reward)

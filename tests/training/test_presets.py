@@ -15,7 +15,7 @@ from training.presets import PRESETS, get_preset
 EXPECTED = {
     "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
     "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_prior", "cf_paper", "forking_tokens", "otb", "ktae",
-    "w_reinforce",
+    "w_reinforce", "clip_cov", "kl_cov", "gspo", "gspo_token", "ppo_critic",
 }
 SURROGATE_FIELDS = ("scale_adv_by_std", "eps_low", "eps_high", "dual_clip_c", "aggregation", "kl_beta",
                     "overlong_shaping", "overlong_cache_frac", "mask_truncated", "dynamic_sampling")
@@ -71,10 +71,10 @@ def test_dapo_cf_paper_is_trl_dapo():
 
 
 def test_weight_placement_and_hidden():
-    assert PRESETS["delta"].needs_hidden and not PRESETS["delta"].weights_on_kl  # lambda * A on the pg term
-    assert PRESETS["delta_within_side"].needs_hidden
+    assert "hidden" in PRESETS["delta"].needs and not PRESETS["delta"].weights_on_kl  # lambda * A on the pg term
+    assert "hidden" in PRESETS["delta_within_side"].needs
     for name in ("cf", "cf_conserve", "cf_inverted", "cf_random", "cf_prior", "cf_paper"):
-        assert PRESETS[name].weights_on_kl and not PRESETS[name].needs_hidden  # TRL: per_token_loss * w
+        assert PRESETS[name].weights_on_kl and "hidden" not in PRESETS[name].needs  # TRL: per_token_loss * w
     assert PRESETS["delta"].knobs == {"K": 1, "lambda_min": 0.8, "lambda_max": 1.2, "stats": "local"}
     assert PRESETS["cf"].knobs["boost"] == 4.0 and PRESETS["cf"].knobs["conserve"] is False
     assert PRESETS["cf_conserve"].knobs["conserve"] is True
@@ -96,7 +96,7 @@ def test_overrides_and_errors():
 
 def test_new_rows_differ_from_dapo_only_in_their_advantage():
     dapo = PRESETS["dapo"]
-    assert PRESETS["otb"].token_advantage == "otb" and PRESETS["otb"].needs_sum_pi_sq
+    assert PRESETS["otb"].token_advantage == "otb" and PRESETS["otb"].needs == ("sum_pi_sq",)
     assert PRESETS["ktae"].token_advantage == "ktae" and PRESETS["ktae"].advantage_knobs["top"] == 1.0
     w = PRESETS["w_reinforce"]
     assert w.outcome_advantage == "w_reinforce" and w.outcome_knobs == {"positive_weight": 0.1}

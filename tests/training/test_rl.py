@@ -12,8 +12,9 @@ from safetensors.torch import load_file
 
 from common.config import config_from_dict
 from training import rl as rl_module
+from training.phases import response_mask_from_ids
 from training.presets import PRESETS, get_preset
-from training.rl import response_mask_from_ids, train
+from training.rl import train
 
 
 def digit_reward(response: str, gold: str, *, timeout_s: float) -> float:
@@ -108,7 +109,7 @@ def test_resume_state_of_another_config_is_discarded(tiny_env, tmp_path, monkeyp
 
 
 def test_grade_rollout_default_reward_grades_the_batch_through_the_pool() -> None:
-    from training.rl import Rollout, grade_rollout
+    from training.phases import Rollout, grade_rollout
 
     texts = ["so $\\boxed{\\sqrt{8}}$", "$\\boxed{3}$", "no idea", "$\\boxed{(x+1)^2}$"]
 

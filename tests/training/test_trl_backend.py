@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 
 from common.config import config_from_dict
 from training import losses
+from training.phases import forward_logp
 from training.presets import get_preset
-from training.rl import forward_logp
 from training.trl_backend import build_trainer, per_token_loss, preset_loss, train_trl, trl_normalisers
 
-PRESETS = ["grpo", "dr_grpo", "dapo", "delta", "cf", "cf_paper"]
+PRESETS = ["grpo", "dr_grpo", "dapo", "delta", "cf", "cf_paper", "gspo", "gspo_token", "clip_cov"]
 
 
 def digit_reward(response: str, gold: str, *, timeout_s: float) -> float:
@@ -35,7 +35,8 @@ def _cfg(tiny_env, scale=None, **rl):
 
 def native_loss(preset, logp, old_logp, advantages, w, ref_logp, mask, *, num_tokens, num_seqs, max_len):
     """``training/rl.py`` step 5: the loop's call of ``losses.per_token_loss`` and ``losses.aggregate``."""
-    per_token, _ = losses.per_token_loss(logp, old_logp, advantages, w, **preset.loss_kwargs(), ref_logp=ref_logp)
+    per_token, _ = losses.per_token_loss(logp, old_logp, advantages, w, **preset.loss_kwargs(), ref_logp=ref_logp,
+                                         mask=mask)
     return per_token, losses.aggregate(per_token, mask, preset.aggregation, num_tokens=num_tokens,
                                        num_seqs=num_seqs, max_len=max_len)
 
@@ -64,7 +65,7 @@ def test_pure_loss_equals_native_composition(name):
     w = (0.5 + torch.rand(4, 6, generator=g)) * mask
     ref_in = ref if preset.kl_beta > 0 else None
     want_tok, want = native_loss(preset, logp, old, adv, w, ref_in, mask, num_tokens=11.0, num_seqs=4.0, max_len=6)
-    assert torch.allclose(per_token_loss(preset, logp, old, adv, w, ref_in), want_tok, atol=0, rtol=0)
+    assert torch.allclose(per_token_loss(preset, logp, old, adv, w, ref_in, mask=mask), want_tok, atol=0, rtol=0)
     got = preset_loss(preset, logp, old, adv, w, mask, num_tokens=11.0, num_seqs=4.0, max_len=6, ref_logp=ref_in)
     assert torch.equal(got, want)
 
@@ -181,3 +182,11 @@ def test_a_stopped_trl_run_resumes_from_its_last_checkpoint(tiny_env, tmp_path, 
     assert [r["step"] for r in _rows(tmp_path)] == [0, 1, 2, 3]
     assert (tmp_path / "checkpoints" / "step4" / "model.safetensors").exists()
     assert [p.name for p in (tmp_path / "trl").glob("checkpoint-*")] == ["checkpoint-4"]
+
+
+@pytest.mark.parametrize("name", ["kl_cov", "otb", "ppo_critic"])
+def test_native_only_presets_are_refused_with_the_reason(tiny_env, tmp_path, name):
+    """KL-Cov's per-token KL against pi_old (and OTB's token advantage) are not carried through TRL's batch."""
+    with pytest.raises(NotImplementedError, match="needs the native loop"):
+        build_trainer(_cfg(tiny_env), get_preset(name), seed=1, sft_dir=str(tiny_env["model"]),
+                      train_path=str(tiny_env["train"]), run_dir=str(tmp_path))

@@ -8,7 +8,8 @@ advantage w*A, as DelTA's ``weighted_adv``) or the whole per-token loss includin
 ``per_token_loss * w``).
 
 Modules: ``batch`` (the inputs), ``simple``, ``delta``, ``cf`` (the weights), ``rescoring`` (CF's
-prefix-cached counterfactual forwards), ``analysis`` (offline analyses of a checkpoint).
+prefix-cached counterfactual forwards), ``gradsnr`` (effective credit and the per-step gradient SNR). The offline
+studies of a checkpoint live in ``training.studies``; this package imports neither them nor the loop.
 
 | name              | function                                    | paper / card (training/ALGORITHMS.md) |
 |-------------------|---------------------------------------------|---------------------------------------|
@@ -18,9 +19,17 @@ prefix-cached counterfactual forwards), ``analysis`` (offline analyses of a chec
 | cf                | ``training.credit.cf.cf`` (mode knob)       | CF arXiv 2602.09331, aligntune code   |
 | forking_tokens    | ``training.credit.simple.forking_tokens``   | 80/20, arXiv 2506.01939               |
 | random_weights    | ``training.credit.simple.random_weights``   | control                               |
+| clip_cov          | ``training.credit.covariance.clip_cov``     | Clip-Cov arXiv 2505.22617 §4, verl    |
 
 Token-level advantages (``TOKEN_ADVANTAGES``, ``fn(batch, **advantage_knobs) -> adv[B, R]``, replacing A_i in
-the loss; module ``advantage``): ``otb`` (optimal token baseline, verl) and ``ktae`` (KTAE).
+the loss; module ``advantage``): ``otb`` (optimal token baseline, verl), ``ktae`` (KTAE) and ``gae`` (a learned
+critic's GAE, ``training.critic``).
+
+Per-token loss terms (``TOKEN_TERMS``, ``fn(batch, **terms_knobs) -> {"eps_low" | "eps_high" | "kl_beta": [B, R]}``,
+replacing the preset's scalar clip bounds / KL coefficient token by token): ``kl_cov`` (KL-Cov).
+
+A new token-weight method is one function here (registered below) plus one preset row (``training.presets``);
+what it reads beyond log-probs and entropy it names in the preset's ``needs`` (phase 3 computes it once).
 """
 
 from __future__ import annotations
@@ -30,14 +39,15 @@ from typing import Callable, Mapping
 
 from torch import Tensor
 
-from training.credit.advantage import ktae, otb
+from training.credit.advantage import gae, ktae, otb
 from training.credit.batch import CreditBatch, EditLogProbFn, LogProbFn
 from training.credit.cf import cf
+from training.credit.covariance import clip_cov, kl_cov
 from training.credit.delta import delta, delta_within_side
 from training.credit.simple import forking_tokens, random_weights, uniform
 
-__all__ = ["TOKEN_ADVANTAGES", "TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn", "LogProbFn",
-           "get_token_advantage_fn", "get_token_weight_fn"]
+__all__ = ["TOKEN_ADVANTAGES", "TOKEN_TERMS", "TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn", "LogProbFn",
+           "get_token_advantage_fn", "get_token_terms_fn", "get_token_weight_fn"]
 
 TokenWeightFn = Callable[..., Tensor]
 TOKEN_WEIGHTS: Mapping[str, TokenWeightFn] = MappingProxyType({
@@ -47,6 +57,7 @@ TOKEN_WEIGHTS: Mapping[str, TokenWeightFn] = MappingProxyType({
     "cf": cf,
     "forking_tokens": forking_tokens,
     "random_weights": random_weights,
+    "clip_cov": clip_cov,
 })
 
 
@@ -58,7 +69,7 @@ def get_token_weight_fn(name: str) -> TokenWeightFn:
         raise KeyError(f"unknown token-weight function {name!r}; valid: {sorted(TOKEN_WEIGHTS)}") from None
 
 
-TOKEN_ADVANTAGES: Mapping[str, TokenWeightFn] = MappingProxyType({"otb": otb, "ktae": ktae})
+TOKEN_ADVANTAGES: Mapping[str, TokenWeightFn] = MappingProxyType({"otb": otb, "ktae": ktae, "gae": gae})
 
 
 def get_token_advantage_fn(name: str) -> TokenWeightFn:
@@ -67,3 +78,17 @@ def get_token_advantage_fn(name: str) -> TokenWeightFn:
         return TOKEN_ADVANTAGES[name]
     except KeyError:
         raise KeyError(f"unknown token-advantage function {name!r}; valid: {sorted(TOKEN_ADVANTAGES)}") from None
+
+
+TokenTermsFn = Callable[..., Mapping[str, Tensor]]
+TOKEN_TERMS: Mapping[str, TokenTermsFn] = MappingProxyType({"kl_cov": kl_cov})
+TERM_NAMES: tuple[str, ...] = ("eps_low", "eps_high", "kl_beta")
+"""The ``losses.per_token_loss`` arguments a token-terms function may give per token."""
+
+
+def get_token_terms_fn(name: str) -> TokenTermsFn:
+    """Look up a per-token loss-terms function by name; the error lists the valid ones."""
+    try:
+        return TOKEN_TERMS[name]
+    except KeyError:
+        raise KeyError(f"unknown token-terms function {name!r}; valid: {sorted(TOKEN_TERMS)}") from None

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from training import losses
+
 if TYPE_CHECKING:  # pragma: no cover
     from training.credit.batch import CreditBatch
 
@@ -68,11 +70,11 @@ def otb_advantages_from(
 
 
 def otb(batch: "CreditBatch", *, handle_zero_tail: bool, eps: float) -> Tensor:
-    """OTB token advantages [B, R] of a rollout batch (needs ``rewards`` and ``sum_pi_sq``)."""
-    if batch.rewards is None or batch.sum_pi_sq is None:
-        raise ValueError("otb needs CreditBatch.rewards and .sum_pi_sq (set needs_sum_pi_sq=True in the preset)")
+    """OTB token advantages [B, R] of a rollout batch (needs ``rewards`` and ``stats['sum_pi_sq']``)."""
+    if batch.rewards is None or "sum_pi_sq" not in batch.stats:
+        raise ValueError("otb needs CreditBatch.rewards and .stats['sum_pi_sq'] (needs={'sum_pi_sq'} in the preset)")
     return otb_advantages_from(batch.rewards, batch.group_ids, batch.response_mask, batch.old_logp,
-                               batch.sum_pi_sq, handle_zero_tail=handle_zero_tail, eps=eps)
+                               batch.stats["sum_pi_sq"], handle_zero_tail=handle_zero_tail, eps=eps)
 
 
 # ------------------------------------------------------------------------------------------ KTAE
@@ -203,3 +205,36 @@ def ktae(batch: "CreditBatch", *, alpha: float, beta_ig: float, gamma_tf: float,
         bonus[rows] = kt[ids[rows]]
     adv = batch.advantages.double().cpu()[:, None] + bonus
     return (adv * (mask.cpu() > 0)).to(device=mask.device, dtype=torch.float32)
+
+
+# ------------------------------------------------------------------------------------------ GAE (critic)
+
+
+def token_rewards_of(rewards: Tensor, mask: Tensor) -> Tensor:
+    """The outcome reward on each response's last valid token, 0 elsewhere (verl ``token_level_rewards``). [B, R]."""
+    out = torch.zeros_like(mask, dtype=torch.float32)
+    last = (mask.sum(-1).long() - 1).clamp(min=0)
+    rows = torch.arange(mask.shape[0])
+    out[rows, last] = rewards.float() * (mask.sum(-1) > 0).float()
+    return out
+
+
+def policy_lambda(mask: Tensor, *, lam_policy: float, lam_alpha: float) -> Tensor:
+    """lambda per row [B]: VAPO's length-adaptive 1 - 1/(alpha l) (arXiv 2504.05118 §3.2, eq. 8) if lam_alpha > 0,
+    else the constant lam_policy."""
+    lengths = mask.sum(-1).float().clamp(min=1.0)
+    if lam_alpha > 0:
+        return (1.0 - 1.0 / (lam_alpha * lengths)).clamp(min=0.0)
+    return torch.full_like(lengths, lam_policy)
+
+
+def gae(batch: "CreditBatch", *, gamma: float, lam_policy: float, lam_alpha: float) -> Tensor:
+    """The policy's GAE advantages [B, R] from the critic's values at theta_old (``stats["values"]``), whitened over
+    the valid tokens (verl ``compute_gae_advantage_return``); the critic's own returns use ``lam_critic``
+    (``training.critic``), VAPO's decoupled GAE."""
+    if batch.rewards is None or "values" not in batch.stats:
+        raise ValueError("gae needs CreditBatch.rewards and .stats['values'] (a preset with a critic)")
+    mask = batch.response_mask.float()
+    adv, _ = losses.gae(token_rewards_of(batch.rewards, mask), batch.stats["values"].float(), mask, gamma=gamma,
+                        lam=policy_lambda(mask, lam_policy=lam_policy, lam_alpha=lam_alpha))
+    return losses.masked_whiten(adv, mask) * mask

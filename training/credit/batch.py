@@ -7,8 +7,9 @@ predicts response token ``j`` (the DelTA gradient proxy's ``h``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
@@ -21,6 +22,16 @@ LogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 # computed from each row's unedited prefix cache (training.credit.rescoring.edited_logp). Optional; CF falls
 # back to LogProbFn without it.
 EditLogProbFn = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def sum_pi_sq(logp_all: Tensor) -> Tensor:
+    """sum_v pi_v^2 [B, R] at each response position (OTB's path-variance proxy, arXiv 2602.07078)."""
+    return logp_all.mul(2.0).exp().sum(-1)
+
+
+POSITION_STATS: Mapping[str, Callable[[Tensor], Tensor]] = MappingProxyType({"sum_pi_sq": sum_pi_sq})
+"""Per-position statistics of pi_old, ``fn(log_softmax [B, R, V]) -> [B, R]``: phase 3 computes those a preset
+names in ``Preset.needs`` (no grad, in its one forward) and credit functions read ``CreditBatch.stats[name]``."""
 
 
 @dataclass(frozen=True)
@@ -42,4 +53,4 @@ class CreditBatch:
     generator: torch.Generator  # seeded RNG for random ablations
     edit_logp_fn: EditLogProbFn | None = None  # prefix-cached re-scoring of edited rows (faster logp_fn)
     rewards: Tensor | None = None  # [B] shaped reward of each response (OTB's return, KTAE's correct/wrong split)
-    sum_pi_sq: Tensor | None = None  # [B, R] sum_v pi_old(v)^2 per response position (preset.needs_sum_pi_sq)
+    stats: Mapping[str, Tensor] = field(default_factory=dict)  # POSITION_STATS the preset needs, [B, R] each

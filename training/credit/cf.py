@@ -3,7 +3,7 @@
 The paper's method section was not available; this follows the authors' code, Lexsi-Labs/aligntune @ 8234976,
 ``src/aligntune/backends/trl/rl/counterfact_grpo/custom_trainer.py`` (``detect_calculation_spans``,
 ``compute_batched_counterfactual_importance``, ``compute_soft_weights``, ``CounterfactualGRPOTrainer``),
-as summarised in ``shared/research/algorithms.md`` §2.2-2.4. Per completion:
+(training/ALGORITHMS.md, CF card). Per completion:
 
 1. Regions. Answer marker = first of "final answer" (case-insensitive), "####", fallback ``\\boxed{``;
    reasoning region = response tokens before the marker's first token.

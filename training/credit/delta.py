@@ -1,7 +1,7 @@
 """DelTA: discriminative token credit assignment (Zhang, Wu, Lin; arXiv 2605.21467).
 
 Reference code: RUCBM/DelTA @ cf048bd, ``verl-DelTA/verl/workers/actor/dp_actor.py``
-(``DataParallelPPOActor.compute_log_prob_h``). Specification: ``shared/research/algorithms.md`` §1.3-1.5.
+(``DataParallelPPOActor.compute_log_prob_h``). Card: ``training/ALGORITHMS.md``.
 
 Notation (all per response token t of response i, computed once per rollout batch at theta_old):
 
@@ -194,7 +194,7 @@ def _side_mean(m: Tensor, sel: Tensor, stats: StatsMode) -> Tensor:
 
 def _hidden_or_raise(batch: "CreditBatch", name: str) -> Tensor:
     if batch.hidden is None:
-        raise ValueError(f"{name} needs CreditBatch.hidden (set needs_hidden=True in the preset)")
+        raise ValueError(f"{name} needs CreditBatch.hidden (put 'hidden' in the preset's needs)")
     return batch.hidden
 
 
@@ -257,7 +257,7 @@ def delta_reference(
     lambda_min: float,
     lambda_max: float,
 ) -> Tensor:
-    """Slow, literal DelTA (local statistics), as algorithms.md §1.4 steps 1-6. Same I/O as delta_lambda."""
+    """Slow, literal DelTA (local statistics), step by step as DelTA §3 and App. D-H. Same I/O as delta_lambda."""
     _check_knobs(K, lambda_min, lambda_max)
     B, R, H = hidden.shape
     v = (1.0 - old_logp.exp())[..., None] * hidden  # [B, R, H] gradient proxy

@@ -2,7 +2,7 @@
 
 The first mini-batch's gradient of the LM head W [V, H] is, in closed form (softmax head, no bias),
 grad_W = -sum_{i,t} c_{i,t} (e_{o_t} - p_t) h_t^T, with c the effective credit
-(``training.credit.fidelity.effective_credit``: advantage x weight x aggregation normaliser), p the
+(:func:`effective_credit`: advantage x weight x aggregation normaliser), p the
 head's softmax and h its input (captured by the phase-3 forward, as DelTA's proxy reads it; DelTA §3
 builds its token weights from the same per-token head gradients). Prompt groups are the independent
 draws (the advantages of one group are centred together), so with G_g the sum over group g's tokens
@@ -18,9 +18,28 @@ one layer of the model: a cheap proxy for the full gradient, not the full gradie
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from training.credit.fidelity import effective_credit
+from training import losses
+
+
+def effective_credit(preset: Any, advantages: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor,
+                     max_len: int) -> torch.Tensor:
+    """c [B, R] = -dL/d logp at logp = old_logp (``training.studies.fidelity``), through ``training.losses``."""
+    mask = mask.float()
+    logp = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+    with torch.enable_grad():
+        per_token, _ = losses.per_token_loss(
+            logp, logp.detach(), advantages.double(), weights.double(), eps_low=preset.eps_low,
+            eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c, kl_beta=0.0,
+            weights_on_kl=preset.weights_on_kl, kl_clamp=None,  # kl_beta 0: the credit of the pg term
+            ratio_level=preset.ratio_level, mask=mask.double())
+        loss = losses.aggregate(per_token, mask.double(), preset.aggregation, num_tokens=float(mask.sum()),
+                                num_seqs=float((mask.sum(-1) > 0).sum()), max_len=max_len)
+        (grad,) = torch.autograd.grad(loss, logp)
+    return (-grad * mask).float()
 
 
 def head_group_gradients(hidden: torch.Tensor, head_weight: torch.Tensor, response_ids: torch.Tensor,

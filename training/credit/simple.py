@@ -43,7 +43,7 @@ def random_weights(
     """Control row: w ~ U(low, high) i.i.d. per valid token, then (optionally) w * N / sum w (mean 1).
 
     With the DelTA defaults this has DelTA's range and normalisation but no signal (the "random"
-    control of algorithms.md §4); ``batch.generator`` makes it reproducible.
+    control of ``training/ALGORITHMS.md``); ``batch.generator`` makes it reproducible.
     """
     mask = batch.response_mask.float()  # [B, R]
     u = torch.rand(mask.shape, generator=batch.generator).to(mask.device)  # [B, R], CPU generator

@@ -1,4 +1,4 @@
-# Credit-assignment analyses (training.credit.analysis): DelTA λ~ by token class, CF critical /
+# Credit-assignment analyses (training.studies.analysis): DelTA λ~ by token class, CF critical /
 # distractor spans by kind, for each of analysis_runs() (common.smk). One job for all of them: the
 # imports and model-class set-up are most of the cost of one analysis, so one process is ~2x cheaper.
 ANALYSIS_FIGURES = ("heatmap_delta", "heatmap_cf", "credit_by_class")
@@ -29,5 +29,5 @@ if ANALYSIS_RUNS:
             "../../envs/eval.yaml"
         threads: 1
         shell:
-            "{PY} -m training.credit.analysis --config {CONFIG_FILE} --train {input.train} {params.runs} "
+            "{PY} -m training.studies.analysis --config {CONFIG_FILE} --train {input.train} {params.runs} "
             "> {log} 2>&1"

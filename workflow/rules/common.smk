@@ -69,7 +69,7 @@ def eval_targets() -> list[str]:
 
 
 def analysis_runs() -> list[tuple[str, str, int]]:
-    """(name, model folder, seed) of each credit analysis (training.credit.analysis), synthetic task only:
+    """(name, model folder, seed) of each credit analysis (training.studies.analysis), synthetic task only:
     the shared SFT checkpoint and the final checkpoint of the first seed of delta and cf if configured."""
     if not CFG.synthetic_task:
         return []

@@ -1,4 +1,4 @@
-# Credit fidelity (issue 16, training.credit.fidelity_run): effective per-token credit of every trained
+# Credit fidelity (issue 16, training.studies.fidelity_run): effective per-token credit of every trained
 # preset (final checkpoints, each seed) and of the controls on the shared SFT checkpoint, against exact
 # token importance; plus the per-step LM-head gradient SNR table. Synthetic task only. The report rule
 # copies the tables and figure into tables/ and figures/ (its directory outputs).
@@ -58,5 +58,5 @@ if FIDELITY_ROWS:
             "../../envs/eval.yaml"
         threads: 1
         shell:
-            "{PY} -m training.credit.fidelity_run --config {CONFIG_FILE} --train {input.train} "
+            "{PY} -m training.studies.fidelity_run --config {CONFIG_FILE} --train {input.train} "
             "--out-dir {FIDELITY_DIR} {params.rows} {params.metrics} > {log} 2>&1"

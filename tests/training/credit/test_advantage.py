@@ -90,12 +90,12 @@ def test_otb_preset_function_reads_the_batch():
                         response_ids=torch.ones(B, R, dtype=torch.long), response_mask=mask, old_logp=old_logp,
                         entropy=torch.zeros(B, R), advantages=torch.zeros(B), group_ids=groups, hidden=None,
                         pad_token_id=0, tokenizer=None, logp_fn=None, generator=torch.Generator(),
-                        rewards=rewards, sum_pi_sq=sum_pi_sq)
+                        rewards=rewards, stats={"sum_pi_sq": sum_pi_sq})
     got = TOKEN_ADVANTAGES["otb"](batch, **PRESETS["otb"].advantage_knobs)
     torch.testing.assert_close(got, otb_advantages_from(rewards, groups, mask, old_logp, sum_pi_sq,
                                                         handle_zero_tail=True, eps=1e-8))
     with pytest.raises(ValueError, match="sum_pi_sq"):
-        TOKEN_ADVANTAGES["otb"](CreditBatch(**{**batch.__dict__, "sum_pi_sq": None}), handle_zero_tail=True, eps=1e-8)
+        TOKEN_ADVANTAGES["otb"](CreditBatch(**{**batch.__dict__, "stats": {}}), handle_zero_tail=True, eps=1e-8)
 
 
 # ------------------------------------------------------------------------------------------ KTAE

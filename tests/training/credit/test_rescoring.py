@@ -7,8 +7,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 from training.credit.rescoring import cut_groups, edited_logp, length_groups
+from training.phases import forward_logp
 from training.presets import PRESETS
-from training.rl import forward_logp
 
 
 def tiny(arch: str) -> torch.nn.Module:
@@ -68,7 +68,7 @@ def test_prefix_cached_edits_equal_full_forwards(arch, micro, split):
 def test_the_old_forwards_keys_and_values_replace_the_source_passes(micro):
     """``source=`` (the loop's phase-3 forward, keep_kv) gives the same log-probs with no forward of its own
     over the unedited batch: only the edited suffixes run."""
-    from training.rl import Rollout, old_forward
+    from training.phases import Rollout, old_forward
 
     model = tiny("qwen3")
     p_ids, p_mask, r_ids, r_mask = batch()
@@ -77,9 +77,9 @@ def test_the_old_forwards_keys_and_values_replace_the_source_passes(micro):
     ro = Rollout(step=0, prompt_ids=p_ids, prompt_mask=p_mask, response_ids=r_ids, response_mask=r_mask,
                  truncated=torch.zeros(5, dtype=torch.bool), group_ids=torch.zeros(5, dtype=torch.long),
                  golds=("",) * 5)
-    old = old_forward(model, ro, micro, capture_hidden=False, keep_kv=True)
+    old = old_forward(model, ro, micro, needs=frozenset({"kv"}))
     assert old.kv is not None and len(old.kv[1]) == -(-5 // micro)
-    assert old_forward(model, ro, micro, capture_hidden=False).kv is None  # kept only when asked
+    assert old_forward(model, ro, micro).kv is None  # kept only when asked
     def run(**kw) -> tuple[torch.Tensor, int]:
         calls: list[int] = []
         hook = model.register_forward_pre_hook(lambda *_: calls.append(1))

@@ -229,7 +229,7 @@ def test_delta_registry_and_missing_hidden():
     batch = make_batch(response_mask=mask, advantages=adv, hidden=hidden, old_logp=old_logp)
     w = get_token_weight_fn("delta")(batch, K=1, lambda_min=0.8, lambda_max=1.2, stats="local")
     torch.testing.assert_close(w, delta_lambda(hidden, old_logp, mask, adv))
-    with pytest.raises(ValueError, match="needs_hidden"):
+    with pytest.raises(ValueError, match="hidden"):
         TOKEN_WEIGHTS["delta"](make_batch(response_mask=mask, advantages=adv), **DELTA_KNOBS)
     with pytest.raises(KeyError, match="valid"):
         get_token_weight_fn("deltaa")

@@ -1,17 +1,17 @@
 """Credit fidelity of every trained preset and control (issue 16), from the checkpoints the DAG writes.
 
-``python -m training.credit.fidelity_run --config C --train TRAIN.jsonl --out-dir DIR
+``python -m training.studies.fidelity_run --config C --train TRAIN.jsonl --out-dir DIR
 --row LABEL PRESET MODEL_DIR SEED [--row ...] [--metrics LABEL METRICS.jsonl ...]``
 
 Per checkpoint, through the trainer's own functions (``training.rl``): ``fidelity.batches`` probe rollout
 batches sampled as the loop samples steps 0..n-1 (``sample_rollout``, ``grade_rollout``); per preset its
 reward shaping and loss mask (``shape_rewards``), the phase-3 forward (``old_forward``), its token weights
 from the ``training.credit`` registry on a ``CreditBatch`` built as the loop builds it, and the effective
-credit from ``training.losses`` (``training.credit.fidelity.effective_credit``). Rows with the same LABEL
+credit from ``training.losses`` (``training.studies.fidelity.effective_credit``). Rows with the same LABEL
 (one per seed) are pooled; intervals resample seeds, then responses.
 
-Ground truth: exact token importance of the synthetic task (``training.credit.importance``); with
-``fidelity.mc.enabled`` also Monte-Carlo importance (``training.credit.mc_importance``) of the first
+Ground truth: exact token importance of the synthetic task (``training.studies.importance``); with
+``fidelity.mc.enabled`` also Monte-Carlo importance (``training.studies.mc_importance``) of the first
 ``fidelity.mc.responses`` responses with a non-zero advantage of each checkpoint.
 
 Writes (atomically) ``credit_fidelity.{md,csv}``, ``credit_fidelity.{png,pdf}``, ``records.jsonl`` (one
@@ -33,46 +33,40 @@ from common.config import Config, load_config
 from common.io import read_jsonl, write_jsonl_atomic
 from common.runtime import setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.credit import CreditBatch, get_token_weight_fn
+from training.credit import get_token_weight_fn
 from training.credit.cf import token_pieces
-from training.credit.fidelity import ResponseFidelity, batch_fidelity, effective_credit, spearman
-from training.credit.fidelity_report import fidelity_rows, snr_rows, write_fidelity, write_snr
-from training.credit.importance import synthetic_importance
-from training.credit.mc_importance import mc_importance
-from training.presets import Preset, get_preset
-from training.rl import (
+from training.credit.gradsnr import effective_credit
+from training.critic import checkpoint_critic
+from training.phases import (
     Rollout,
     grade_rollout,
-    make_edit_logp_fn,
-    make_logp_fn,
+    loop_credit_batch,
     old_forward,
     sample_prompts,
     sample_rollout,
     shape_rewards,
     token_advantages,
     verifiable_reward,
+    with_values,
 )
+from training.presets import Preset, get_preset
+from training.studies.fidelity import ResponseFidelity, batch_fidelity, spearman
+from training.studies.fidelity_report import fidelity_rows, snr_rows, write_fidelity, write_snr
+from training.studies.importance import synthetic_importance
+from training.studies.mc_importance import mc_importance
 
 RewardFn = Callable[..., float]
 
 
 def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: Config,
-                  generator_seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  generator_seed: int, critic: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(advantages [B], loss mask [B, R], effective credit [B, R]) of ``preset`` on ``ro``: phases 2b-4, with the
     loss's own advantage (token-level for OTB / KTAE, ``training.rl.token_advantages``)."""
     micro, max_len = cfg.rl.micro_batch_size, cfg.rl.max_new_tokens
     rewards, adv, mask = shape_rewards(preset, ro, max_len)
-    old = old_forward(model, ro, micro, capture_hidden=preset.needs_hidden, keep_kv=preset.needs_kv,
-                      sum_pi_sq=preset.needs_sum_pi_sq)
-    logp_fn = make_logp_fn(model, micro)
-    batch = CreditBatch(
-        prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids, response_mask=mask,
-        old_logp=old.old_logp, entropy=old.entropy, advantages=adv, group_ids=ro.group_ids, hidden=old.hidden,
-        pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
-        generator=torch.Generator().manual_seed(generator_seed),  # random controls
-        edit_logp_fn=make_edit_logp_fn(model, ro, micro, full_logp_fn=logp_fn, source=old.kv),
-        rewards=rewards, sum_pi_sq=old.sum_pi_sq,
-    )
+    old = with_values(old_forward(model, ro, micro, needs=preset.needs), critic)  # PPO-critic's V
+    batch = loop_credit_batch(model, ro, old, tokenizer, micro, advantages=adv, loss_mask=mask, rewards=rewards,
+                              generator=torch.Generator().manual_seed(generator_seed))  # random controls
     with torch.no_grad():
         weights = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
         loss_adv = token_advantages(preset, batch)
@@ -113,6 +107,7 @@ def probe_checkpoint(cfg: Config, model_dir: str, presets: Sequence[Preset], see
     model = AutoModelForCausalLM.from_pretrained(model_dir).to(setup_runtime(cfg.runtime))
     fid, exact, mc, extra = cfg.fidelity, {p.name: [] for p in presets}, {p.name: [] for p in presets}, []
     mc_left = fid.mc.responses if fid.mc.enabled else 0
+    critics = {p.name: checkpoint_critic(p, model, model_dir) for p in presets}
     for step in range(fid.batches):
         ro = sample_rollout(model, tokenizer, problems, cfg.rl, seed=seed, step=step, sampler=sampler)
         ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
@@ -128,7 +123,7 @@ def probe_checkpoint(cfg: Config, model_dir: str, presets: Sequence[Preset], see
                           "mc_se": se, "exact_importance": imps[i], "classes": classes[i],
                           "rho_mc_exact": spearman(g_mc, imps[i])})
         for p in presets:
-            adv, mask, credit = preset_credit(model, tokenizer, ro, p, cfg, seed * 1000 + step)
+            adv, mask, credit = preset_credit(model, tokenizer, ro, p, cfg, seed * 1000 + step, critics[p.name])
             groups = [(step, int(g)) for g in ro.group_ids]  # the prompt group: the bootstrap's unit
             exact[p.name] += batch_fidelity(seed, credit, imps, mask, adv, fid.top_fraction, groups)
             if mc_imp:
@@ -171,7 +166,7 @@ def run(cfg: Config, rows: Sequence[tuple[str, str, str, int]], *, train_path: s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.credit.fidelity_run",
+    parser = argparse.ArgumentParser(prog="python -m training.studies.fidelity_run",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--train", required=True, help="training prompts JSONL (the RL loop's)")

@@ -17,10 +17,11 @@ from common.config import config_from_dict
 from common.io import read_jsonl
 from training import data
 from training.credit import CreditBatch, get_token_weight_fn
-from training.credit import fidelity as fd
-from training.credit import importance as gt
-from training.credit import mc_importance as mci
+from training.credit.gradsnr import effective_credit
 from training.presets import get_preset
+from training.studies import fidelity as fd
+from training.studies import importance as gt
+from training.studies import mc_importance as mci
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,11 +133,11 @@ def test_effective_credit_is_advantage_times_weight_times_normaliser() -> None:
     adv = torch.tensor([1.0, -0.5, 2.0])
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]]).float()
     w = torch.tensor([[1.0, 2.0, 0.5, 9.0], [1.5, 1.0, 9.0, 9.0], [1.0, 1.0, 1.0, 1.0]])
-    c = fd.effective_credit(get_preset("dapo"), adv, w, mask, max_len=4)  # token_mean over 5 tokens
+    c = effective_credit(get_preset("dapo"), adv, w, mask, max_len=4)  # token_mean over 5 tokens
     torch.testing.assert_close(c, adv[:, None] * w * mask / 5)
-    c = fd.effective_credit(get_preset("grpo"), adv, w, mask, max_len=4)  # seq mean of token means, 2 seqs
+    c = effective_credit(get_preset("grpo"), adv, w, mask, max_len=4)  # seq mean of token means, 2 seqs
     torch.testing.assert_close(c, adv[:, None] * w * mask / mask.sum(-1, keepdim=True).clamp(min=1) / 2)
-    c = fd.effective_credit(get_preset("dr_grpo"), adv, w, mask, max_len=4)
+    c = effective_credit(get_preset("dr_grpo"), adv, w, mask, max_len=4)
     torch.testing.assert_close(c, adv[:, None] * w * mask / (4 * 2))
 
 
@@ -163,7 +164,7 @@ def synthetic_batch(n: int, seed: int = 0):
 
 def test_weights_equal_to_the_ground_truth_give_rho_one() -> None:
     rows, mask, g, adv = synthetic_batch(40)
-    credit = fd.effective_credit(get_preset("dapo"), adv, g.abs(), mask, max_len=mask.shape[1])
+    credit = effective_credit(get_preset("dapo"), adv, g.abs(), mask, max_len=mask.shape[1])
     recs = fd.batch_fidelity(1, credit, [imp for _, imp, _ in rows], mask, adv)
     assert len(recs) == 40 and 0 < sum(r.rho is not None for r in recs) <= 40
     assert all(r.rho == pytest.approx(1.0) for r in recs if r.rho is not None)
@@ -171,7 +172,7 @@ def test_weights_equal_to_the_ground_truth_give_rho_one() -> None:
     summary = fd.summarise(recs, n_boot=200, seed=0)
     assert summary["rho"] == pytest.approx(1.0) and summary["decisive_share"] == pytest.approx(1.0)
     # the sign matters: w = g itself flips the credit of wrong responses (A < 0, g <= 0)
-    flipped = fd.batch_fidelity(1, fd.effective_credit(get_preset("dapo"), adv, g, mask, max_len=mask.shape[1]),
+    flipped = fd.batch_fidelity(1, effective_credit(get_preset("dapo"), adv, g, mask, max_len=mask.shape[1]),
                                 [imp for _, imp, _ in rows], mask, adv)
     assert any(r.rho == pytest.approx(-1.0) for r in flipped if r.rho is not None)
 
@@ -186,12 +187,12 @@ def test_uniform_and_random_weights_give_rho_zero_within_interval() -> None:
                         logp_fn=None, generator=torch.Generator().manual_seed(7))
     preset = get_preset("delta_random")
     w = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
-    s = fd.summarise(fd.batch_fidelity(1, fd.effective_credit(preset, adv, w, mask, 64), imps, mask, adv),
+    s = fd.summarise(fd.batch_fidelity(1, effective_credit(preset, adv, w, mask, 64), imps, mask, adv),
                      n_boot=500, seed=0)
     assert s["rho_lo"] < 0 < s["rho_hi"] and s["rho_hi"] - s["rho_lo"] < 0.2
     share = s["decisive_token_share"]
     assert s["decisive_share_lo"] < share < s["decisive_share_hi"]
-    u = fd.summarise(fd.batch_fidelity(1, fd.effective_credit(get_preset("dapo"), adv, mask, mask, 64), imps,
+    u = fd.summarise(fd.batch_fidelity(1, effective_credit(get_preset("dapo"), adv, mask, mask, 64), imps,
                                        mask, adv), n_boot=100, seed=0)
     assert u["rho"] == 0.0 and u["decisive_share"] == pytest.approx(u["decisive_token_share"])
 
@@ -284,7 +285,7 @@ def cf_rhos(tokenizer, drop_of_calc: tuple[float, float],
         w = get_token_weight_fn(preset.token_weights)(batch, **preset.knobs) * mask
         if weights is not None:
             weights[name] = w
-        recs = fd.batch_fidelity(1, fd.effective_credit(preset, adv, w, mask, 64), imps, mask, adv)
+        recs = fd.batch_fidelity(1, effective_credit(preset, adv, w, mask, 64), imps, mask, adv)
         assert all(r.rho is not None for r in recs)
         rho[name] = [r.rho for r in recs]
     return rho
@@ -401,7 +402,7 @@ def test_head_gradients_match_autograd_of_the_trainers_loss() -> None:
     loss = losses.aggregate(per_token, mask, preset.aggregation, num_tokens=float(mask.sum()),
                             num_seqs=float((mask.sum(-1) > 0).sum()))
     (grad,) = torch.autograd.grad(loss, W)
-    credit = fd.effective_credit(preset, adv, w, mask, R)
+    credit = effective_credit(preset, adv, w, mask, R)
     G = gradsnr.head_group_gradients(h, W, ids, credit, groups)
     assert G.shape == (3, V, H)
     torch.testing.assert_close(G.sum(0), -grad, atol=1e-5, rtol=1e-4)
@@ -450,7 +451,7 @@ def known_sampler(problems: list[dict]):
 
 
 def test_run_writes_tables_figure_and_records(tiny_env, tmp_path) -> None:
-    from training.credit import fidelity_run
+    from training.studies import fidelity_run
 
     raw = dict(tiny_env["cfg"].raw, rl={**tiny_env["cfg"].raw["rl"], "max_new_tokens": 96},
                fidelity={"bootstrap": 50, "mc": {"enabled": True, "k": 2, "responses": 1}})
@@ -484,7 +485,7 @@ def test_run_writes_tables_figure_and_records(tiny_env, tmp_path) -> None:
 def test_token_level_advantages_reach_the_credit(tiny_env, tmp_path) -> None:
     """OTB and KTAE replace A_i by A_{i,t}: their credit varies within a response (rho defined and non-zero),
     where a sequence-level preset's is constant (rho 0), as in the loss the RL loop minimises."""
-    from training.credit import fidelity_run
+    from training.studies import fidelity_run
 
     cfg = config_from_dict(dict(tiny_env["cfg"].raw, rl={**tiny_env["cfg"].raw["rl"], "max_new_tokens": 96},
                                 fidelity={"bootstrap": 20}))

@@ -17,11 +17,11 @@ undoing the first) are ignored. Hence:
 
 Scaffolding (``Let's think step by step.``, ``task.scaffold_repeats`` restatements),
 ``=``/``.``/``\\boxed{``/``}``/EOS and any other text: 0.
-The sign follows the Monte-Carlo definition (``training.credit.mc_importance``): P(correct | through t)
+The sign follows the Monte-Carlo definition (``training.studies.mc_importance``): P(correct | through t)
 - P(correct | before t) rises at decisive tokens of right solutions and falls at a slip.
 
 A token takes the class and importance of its first non-whitespace character (as
-``training.credit.analysis.token_labels``), so a multi-digit number's digit tokens share its unit.
+``training.studies.analysis.token_labels``), so a multi-digit number's digit tokens share its unit.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tables and figure of the credit-fidelity analysis (issue 16; metrics in ``training.credit.fidelity``).
+"""Tables and figure of the credit-fidelity analysis (issue 16; metrics in ``training.studies.fidelity``).
 
 ``credit_fidelity.{md,csv}``: one row per trained preset (its final checkpoints, pooled over seeds) and
 per control scored on the shared SFT checkpoint (``<preset>@sft``); ρ, decisive share and top-q overlap,
@@ -22,8 +22,8 @@ import numpy as np
 
 from common.io import write_text_atomic
 from evaluation.report.figures import RC, save
-from training.credit.analysis import to_csv
-from training.credit.fidelity import ResponseFidelity, summarise
+from training.studies.analysis import to_csv
+from training.studies.fidelity import ResponseFidelity, summarise
 
 METRICS = (("rho", "Spearman ρ(credit, importance)"), ("decisive_share", "credit share on decisive tokens"),
            ("overlap", "top-q overlap"))
@@ -80,14 +80,14 @@ def fidelity_markdown(rows: Sequence[Mapping[str, Any]], top_fraction: float, n_
         "normaliser, KL left out), on probe rollouts of each checkpoint sampled as the RL loop samples its "
         "first steps; responses with A = 0 carry no credit and are left out. Importance: exact on the "
         "synthetic task (+1 on operands, results and the answer of a right solution; -1 on the one slip "
-        "of a wrong solution; 0 elsewhere; training.credit.importance). ρ: mean per-response Spearman "
+        "of a wrong solution; 0 elsewhere; training.studies.importance). ρ: mean per-response Spearman "
         "(constant credit, as uniform weights, counts 0; responses without a decisive token are left "
         "out). Decisive share: |c| on tokens with importance != 0 over all |c|; uniform weights give the "
         f"decisive token share beside it. Top-{q} overlap: chance level for tied (uniform) credit. "
         f"Intervals: percentile bootstrap ({n_boot} resamples), seeds then prompt groups (all responses of a "
         "drawn group; with one seed, conditional on it). `<preset>@sft`: "
         "the preset's weights on the shared SFT checkpoint (same policy and rollouts for every such "
-        "row)." + (" ρ vs MC: against Monte-Carlo importance (training.credit.mc_importance)." if has_mc else ""))]
+        "row)." + (" ρ vs MC: against Monte-Carlo importance (training.studies.mc_importance)." if has_mc else ""))]
     return "\n".join(lines) + "\n"
 
 

@@ -13,11 +13,11 @@ import torch
 
 from common.config import config_from_dict
 from common.io import read_jsonl
-from training.credit import analysis as ca
 from training.credit.cf import CFSpanRecord
 from training.data import SCAFFOLD
 from training.presets import get_preset
 from training.rl import train
+from training.studies import analysis as ca
 
 pytestmark = pytest.mark.timeout(120)
 

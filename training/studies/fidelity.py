@@ -7,7 +7,7 @@ So c_t = A_i w_t times the aggregation's normaliser (1 / tokens for token_mean, 
 GRPO's seq-mean-token-mean, ...). The KL term is left out: it is not credit for the reward.
 
 Metrics, per response i with A_i != 0 (a zero advantage carries no credit), against a ground-truth
-importance g_t (``training.credit.importance`` exact on the synthetic task, or Monte-Carlo):
+importance g_t (``training.studies.importance`` exact on the synthetic task, or Monte-Carlo):
 
 - ``rho``: Spearman rank correlation of c and g over the response's tokens (average ranks for ties).
   Constant credit (uniform weights) has no ranking and counts as rho = 0; a response whose g is constant
@@ -37,8 +37,6 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
-from training import losses
-
 TOP_FRACTION = 0.1
 
 
@@ -55,22 +53,6 @@ class ResponseFidelity:
     n_decisive: int
     group: Any = None
     """The response's prompt group within its seed (GRPO's unit of advantage; None: its own group)."""
-
-
-def effective_credit(preset: Any, advantages: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor,
-                     max_len: int) -> torch.Tensor:
-    """c [B, R] = -dL/d logp at logp = old_logp (module docstring), through ``training.losses``."""
-    mask = mask.float()
-    logp = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
-    with torch.enable_grad():
-        per_token, _ = losses.per_token_loss(
-            logp, logp.detach(), advantages.double(), weights.double(), eps_low=preset.eps_low,
-            eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c, kl_beta=0.0,
-            weights_on_kl=preset.weights_on_kl, kl_clamp=None)  # kl_beta 0: the credit of the pg term
-        loss = losses.aggregate(per_token, mask.double(), preset.aggregation, num_tokens=float(mask.sum()),
-                                num_seqs=float((mask.sum(-1) > 0).sum()), max_len=max_len)
-        (grad,) = torch.autograd.grad(loss, logp)
-    return (-grad * mask).float()
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:

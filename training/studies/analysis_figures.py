@@ -1,4 +1,4 @@
-"""Figures of ``training.credit.analysis``: token heat-maps and ``credit_by_class`` (PNG + PDF)."""
+"""Figures of ``training.studies.analysis``: token heat-maps and ``credit_by_class`` (PNG + PDF)."""
 
 from __future__ import annotations
 

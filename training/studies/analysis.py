@@ -1,6 +1,6 @@
 """Credit-assignment analyses of one checkpoint: where DelTA's λ~ and CF's span importance go (issue 5).
 
-``python -m training.credit.analysis --config C --model-dir M --train TRAIN.jsonl --out-dir DIR --seed S``
+``python -m training.studies.analysis --config C --model-dir M --train TRAIN.jsonl --out-dir DIR --seed S``
 (the workflow's rule ``credit_analysis`` writes ``OUT/analysis/{sft,<method>_seed<s>_step<n>}``).
 
 Offline, from one model folder, through the trainer's own functions (``training.rl``):
@@ -16,7 +16,7 @@ Offline, from one model folder, through the trainer's own functions (``training.
    ``delta`` preset's knobs. Mean, sd and count of λ~ per token class and side (A > 0, A < 0). The side is
    the sign of the preset's advantage: with DAPO's overlong shaping a short wrong response in an all-wrong
    group can have A > 0, as in training.
-3. CF (arXiv 2602.09331, aligntune code; algorithms.md §2.2-2.4). ``cf_with_spans`` with the ``cf``
+3. CF (arXiv 2602.09331, aligntune code; training/ALGORITHMS.md, CF card). ``cf_with_spans`` with the ``cf``
    preset's knobs and a ``logp_fn`` under the same model (as ``training.rl`` defines it). Per span kind
    (``arithmetic`` = the paper's "calculation", ``sentence``): share of critical spans, share of
    distractors, their ratio.
@@ -35,9 +35,9 @@ A token takes the class of its first non-whitespace character (a whitespace-only
 character, so spaces inside a calculation or the scaffold belong to it, spaces between them are ``other``).
 
 *Critical span.* The CF paper's definition (its "11x more often critical" statistic) was not available
-(algorithms.md §2.6, NOT FOUND). Ours: a span s is **critical** iff I(s) >= ln 2 (``--critical-threshold``),
+(the paper's threshold: not found). Ours: a span s is **critical** iff I(s) >= ln 2 (``--critical-threshold``),
 i.e. masking it at least halves the probability of the answer tokens, P(ans | x \\ s) <= P(ans | x) / 2.
-A **distractor** is I(s) < 0 (the paper's, algorithms.md §2.6: masking it raises the answer's
+A **distractor** is I(s) < 0 (the paper's: masking it raises the answer's
 probability). The table also gives the loosest reading, I(s) > 0 ("supportive").
 
 Outputs in ``--out-dir`` (every write atomic): ``delta_lambda_by_class.{md,csv}``,
@@ -77,22 +77,20 @@ from common.io import (
 from common.manifest import build_manifest
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.credit import CreditBatch
-from training.credit.analysis_figures import bar_figure, heatmaps
 from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces
 from training.credit.delta import delta_lambda
 from training.data import NAMES, OBJECTS, RESTATEMENT_RE, SCAFFOLD
-from training.presets import Preset, get_preset
-from training.rl import (
+from training.phases import (
     Rollout,
     grade_rollout,
-    make_edit_logp_fn,
-    make_logp_fn,
+    loop_credit_batch,
     old_forward,
     sample_rollout,
     shape_rewards,
     verifiable_reward,
 )
+from training.presets import Preset, get_preset
+from training.studies.analysis_figures import bar_figure, heatmaps
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
 CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of a calculation
@@ -314,20 +312,14 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
                   cf_preset: Preset, generator: torch.Generator) -> BatchCredit:
     """DelTA λ~ and CF weights + span records of one rollout batch (the loop's phases 3-4)."""
     micro = cfg.rl.micro_batch_size
-    old = old_forward(model, ro, micro, capture_hidden=True, keep_kv=True)
-    old_logp, entropy, hidden = old.old_logp, old.entropy, old.hidden
+    old = old_forward(model, ro, micro, needs=frozenset({"hidden", "kv"}))
+    old_logp, hidden = old.old_logp, old.hidden
     _, d_adv, d_mask = shape_rewards(delta_preset, ro, cfg.rl.max_new_tokens)
     with torch.no_grad():
         lam = delta_lambda(hidden, old_logp, d_mask, d_adv, **delta_preset.knobs) * d_mask
     _, c_adv, c_mask = shape_rewards(cf_preset, ro, cfg.rl.max_new_tokens)
-    logp_fn = make_logp_fn(model, micro)
-    batch = CreditBatch(
-        prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids,
-        response_mask=c_mask, old_logp=old_logp, entropy=entropy, advantages=c_adv, group_ids=ro.group_ids,
-        hidden=None, pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer,
-        logp_fn=logp_fn, generator=generator,
-        edit_logp_fn=make_edit_logp_fn(model, ro, micro, full_logp_fn=logp_fn, source=old.kv),
-    )
+    batch = loop_credit_batch(model, ro, old._replace(hidden=None), tokenizer, micro, advantages=c_adv,
+                              loss_mask=c_mask, rewards=None, generator=generator)
     with torch.no_grad():
         w, records = cf_with_spans(batch, **cf_preset.knobs)
     return BatchCredit(rollout=ro, delta_adv=d_adv, delta_mask=d_mask, lam=lam, cf_adv=c_adv, cf_mask=c_mask,
@@ -557,7 +549,7 @@ def run_analysis(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.credit.analysis",
+    parser = argparse.ArgumentParser(prog="python -m training.studies.analysis",
                                      description=__doc__.split("\n\n")[0],
                                      epilog="--model-dir, --out-dir and --seed may be repeated (paired in "
                                             "order) to analyse several checkpoints in one process.")

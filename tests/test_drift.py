@@ -1,0 +1,239 @@
+"""Hand-kept copies cannot drift (issue 23): the config keys a rule's job reads are those its params hash
+(``common.config.RULE_SECTIONS``), the summary keys and verdict reasons have one copy (``common.records``), and
+``training/ALGORITHMS.md`` names only presets, functions and files that exist. Each check is shown to fail on a
+copy edited alone."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from test_layout import import_edges, project_modules
+
+from common import config as config_module
+from common.config import Config
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG_SECTIONS = {f.name for f in fields(Config)} - {"raw"}
+# Upstream rules' keys arrive as the job's inputs (their outputs), so a job may read them unlisted.
+UPSTREAM = {"build_model": ("make_data",), "sft": ("make_data", "build_model"),
+            "rl": ("make_data", "build_model", "sft"), "evaluate": ("make_data", "build_model", "sft", "rl"),
+            "credit_analysis": ("make_data", "build_model", "sft", "rl"),
+            "credit_fidelity": ("make_data", "build_model", "sft", "rl")}
+WHOLE_READS = {"runtime"}  # setup_runtime(cfg.runtime): torch_threads only sets the thread count
+STOP = {"get", "items", "keys", "values"}  # a mapping method ends the key path
+# one module with two subcommands (generate / score) whose reads a module-level scan cannot split
+UNCHECKED = {"real_generate", "real_score"}
+
+
+def rule_entry_points() -> dict[str, str]:
+    """rule -> the module its shell runs with ``-m`` (rules whose module is a literal name)."""
+    out = {}
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        for block in re.split(r"^\s*rule ", smk.read_text(encoding="utf-8"), flags=re.M)[1:]:
+            name, module = block.split(":", 1)[0].strip(), re.search(r"-m ([a-z_][\w.]*)", block)
+            if module and module.group(1) in project_modules():
+                out[name] = module.group(1)
+    return out
+
+
+def config_reads(path: Path) -> set[str]:
+    """Key paths ``section/key/...`` read as ``cfg.<section>.<key>...`` of a ``Config`` in one module."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        parts, n = [], node
+        while isinstance(n, ast.Attribute):
+            parts.append(n.attr)
+            n = n.value
+        if not (isinstance(n, ast.Name) and n.id == "cfg" and parts and parts[-1] in CONFIG_SECTIONS):
+            continue
+        parts = parts[::-1]
+        parts = parts[: next((i for i, p in enumerate(parts) if p in STOP), len(parts))]
+        out.add("/".join(parts))
+    return {c for c in out if not any(o != c and o.startswith(c + "/") for o in out)}
+
+
+def closure(module: str, edges: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [module]
+    while todo:
+        m = todo.pop()
+        if m not in seen and not m.startswith("common."):
+            seen.add(m)
+            todo += sorted(edges.get(m, ()))
+    return seen
+
+
+def unlisted_reads(rule_sections: dict[str, tuple[str, ...]]) -> list[str]:
+    """``rule: key (module)`` for every key a rule's job reads that neither it nor an upstream rule hashes."""
+    mods, edges, out = project_modules(), import_edges(), []
+    for rule, entry in rule_entry_points().items():
+        if rule in UNCHECKED:
+            continue
+        listed = [k.replace("/{method}", "") for r in (rule, *UPSTREAM.get(rule, ())) for k in rule_sections.get(r, ())]
+        for module in sorted(closure(entry, edges)):
+            for key in sorted(config_reads(mods[module])):
+                covered = any(key == k or key.startswith(k + "/") for k in listed) or (
+                    key in WHOLE_READS and any(k.startswith(key + "/") for k in listed))
+                if not covered:
+                    out.append(f"{rule}: {key} ({module})")
+    return out
+
+
+def test_every_config_key_a_job_reads_is_in_its_rule_sections():
+    """Toggling a key a job reads must rerun the job: ``fidelity/grad_snr`` (read by ``training.rl``) was not."""
+    assert not unlisted_reads(config_module.RULE_SECTIONS), unlisted_reads(config_module.RULE_SECTIONS)
+    assert {"rl", "sft", "credit_fidelity", "credit_analysis", "evaluate"} <= set(rule_entry_points())
+
+
+@pytest.mark.parametrize("rule,key", [("rl", "fidelity/grad_snr"), ("rl", "eval/grader_timeout_s"),
+                                      ("credit_fidelity", "fidelity")])
+def test_the_rule_check_fails_when_a_key_is_dropped(rule, key):
+    sections = config_module.RULE_SECTIONS
+    edited = dict(sections, **{rule: tuple(k for k in sections[rule] if k != key)})
+    assert any(line.startswith(f"{rule}: {key}") for line in unlisted_reads(edited)), unlisted_reads(edited)
+
+
+# ---- one copy of each stage contract, and every reason a scorer emits is in it ------------------------------
+CONTRACTS = ("PHASES", "REASONS", "FAILURE_REASONS", "CODE_ONLY_REASONS", "SUMMARY_KEYS")
+
+
+def contract_copies(mods: dict[str, Path]) -> list[str]:
+    """Modules other than ``common.records`` that assign a stage contract's name at module level."""
+    return [f"{name}: {t.id}" for name, path in mods.items() if name != "common.records"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(t, ast.Name) and t.id in CONTRACTS]
+
+
+def _literals(value: ast.expr) -> set[str]:
+    """The string literals an expression can evaluate to (a literal, either branch of ``a if c else b``)."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return {value.value}
+    if isinstance(value, ast.IfExp):
+        return _literals(value.body) | _literals(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return set().union(*map(_literals, value.values))
+    return set()
+
+
+def emitted_reasons(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """String literals a module gives a verdict reason: ``reason = ...`` / ``reason=...`` values."""
+    out: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            value = None
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "reason" for t in node.targets):
+                value = node.value
+            elif isinstance(node, ast.keyword) and node.arg == "reason":
+                value = node.value
+            if value is not None:
+                out.setdefault(name, set()).update(_literals(value))
+    return out
+
+
+def test_stage_contracts_have_one_copy():
+    assert not contract_copies(project_modules()), contract_copies(project_modules())
+
+
+def test_a_second_copy_is_caught(tmp_path):
+    fake = tmp_path / "load.py"
+    fake.write_text('SUMMARY_KEYS: tuple[str, ...] = ("benchmark",)\n')
+    assert contract_copies({"evaluation.report.load": fake}) == ["evaluation.report.load: SUMMARY_KEYS"]
+
+
+def test_every_emitted_reason_is_a_known_reason():
+    """The code scorer's ``crash`` was missing from ``REASONS``; the failures table shows it when it occurs."""
+    from common.records import REASONS
+
+    emitted = emitted_reasons(project_modules())
+    assert "crash" in emitted["evaluation.evaluate"] and "parse_error" in emitted["evaluation.grading.worker"]
+    unknown = {m: sorted(r - set(REASONS)) for m, r in emitted.items() if r - set(REASONS)}
+    assert not unknown, unknown
+
+
+# ---- training/ALGORITHMS.md names only what exists -----------------------------------------------------------
+CARDS = REPO / "training" / "ALGORITHMS.md"
+# authors' code the cards cite by its own paths and names (not this repository's)
+EXTERNAL = ("verl/", "backends/", "dp_actor.py", "core_algos.", "np.", "trl/", "GRPOTrainer.")
+
+
+def _defined(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def stale_card_names(text: str) -> list[str]:
+    """Backticked test names, ``*.py`` files and ``module.name`` references of the cards that resolve to nothing."""
+    from training.credit import TOKEN_ADVANTAGES, TOKEN_WEIGHTS
+    from training.presets import PRESETS, Preset
+
+    mods = project_modules()
+    tests = {p.relative_to(REPO / "tests").as_posix(): p for p in (REPO / "tests").rglob("test_*.py")}
+    known = {"knobs": {k for p in PRESETS.values() for k in p.knobs},
+             "advantage_knobs": {k for p in PRESETS.values() for k in p.advantage_knobs},
+             "outcome_knobs": {k for p in PRESETS.values() for k in p.outcome_knobs},
+             "terms_knobs": {k for p in PRESETS.values() for k in p.terms_knobs},
+             "critic": {k for p in PRESETS.values() for k in p.critic},
+             "token_weights": set(TOKEN_WEIGHTS), "token_advantage": set(TOKEN_ADVANTAGES),
+             "preset": {f.name for f in fields(Preset)}}
+
+    def is_test_file(ref: str) -> bool:
+        return any(t == ref or t.endswith("/" + ref) for t in tests)
+
+    test_names = {n for p in tests.values() for n in _defined(p) if n.startswith("test_")}
+    sections = {f.name: f.type for f in fields(Config)}
+    stale = []
+    for ref in sorted(set(re.findall(r"`([^`\s]+)`", text))):
+        file, _, name = ref.rpartition("::")
+        if ref.startswith(EXTERNAL):
+            continue
+        if file and not is_test_file(file):
+            stale.append(ref)
+        elif re.fullmatch(r"test_\w+\*?", name):
+            if not any(t == name or (name.endswith("*") and t.startswith(name[:-1])) for t in test_names):
+                stale.append(ref)
+        elif re.fullmatch(r"[\w/]+\.py", ref):
+            if not (REPO / ref).exists() and not is_test_file(ref.removeprefix("tests/")) and not any(
+                    p.name == ref for p in mods.values()):
+                stale.append(ref)
+        elif re.fullmatch(r"[a-z_]+(\.[a-z_]+)*\.[A-Za-z_]\w*(\(\w*=?\))?", ref):
+            dotted = ref.split("(")[0]
+            owner, _, attr = dotted.rpartition(".")
+            module_ref = any(m == dotted or m.endswith("." + dotted) for m in mods)
+            if module_ref or attr in {"md", "yaml", "sh", "json", "jsonl", "csv"} or attr in known.get(owner, ()):
+                continue
+            in_module = any((m == owner or m.endswith("." + owner)) and attr in _defined(p) for m, p in mods.items())
+            config_key = owner in sections and attr in {f.name for f in fields(getattr(config_module, sections[owner]))}
+            if not (in_module or config_key):
+                stale.append(ref)
+    if "shared/research" in text:
+        stale.append("shared/research (a file outside the repository)")
+    return stale
+
+
+def test_algorithm_cards_name_what_exists():
+    assert not stale_card_names(CARDS.read_text(encoding="utf-8")), stale_card_names(CARDS.read_text(encoding="utf-8"))
+
+
+def test_a_stale_card_name_is_caught():
+    text = CARDS.read_text(encoding="utf-8") + "\n`credit_cf.cf_with_spans`, `test_no_such_test`, `rl.no_such`\n"
+    assert stale_card_names(text)[-3:] != [] and {"credit_cf.cf_with_spans", "test_no_such_test",
+                                                   "rl.no_such"} <= set(stale_card_names(text))
+
+
+def test_every_preset_has_a_card():
+    from training.presets import PRESETS
+
+    text = CARDS.read_text(encoding="utf-8")
+    missing = [name for name in PRESETS if f"`{name}`" not in text]
+    assert not missing, f"presets without a card in training/ALGORITHMS.md: {missing}"
