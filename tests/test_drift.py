@@ -23,6 +23,7 @@ UPSTREAM = {"build_model": ("make_data",), "sft": ("make_data", "build_model"),
             "rl": ("make_data", "build_model", "sft"), "evaluate": ("make_data", "build_model", "sft", "rl"),
             "credit_analysis": ("make_data", "build_model", "sft", "rl"),
             "credit_fidelity": ("make_data", "build_model", "sft", "rl")}
+NEVER_HASHED = {"tracking"}  # where metrics are mirrored (TensorBoard, MLflow): changes no output, reruns nothing
 WHOLE_READS = {"runtime"}  # setup_runtime(cfg.runtime): torch_threads only sets the thread count
 STOP = {"get", "items", "keys", "values"}  # a mapping method ends the key path
 # one module with two subcommands (generate / score) whose reads a module-level scan cannot split
@@ -76,7 +77,8 @@ def unlisted_reads(rule_sections: dict[str, tuple[str, ...]]) -> list[str]:
         for module in sorted(closure(entry, edges)):
             for key in sorted(config_reads(mods[module])):
                 covered = any(key == k or key.startswith(k + "/") for k in listed) or (
-                    key in WHOLE_READS and any(k.startswith(key + "/") for k in listed))
+                    key in WHOLE_READS and any(k.startswith(key + "/") for k in listed)) or (
+                    key.split("/")[0] in NEVER_HASHED)
                 if not covered:
                     out.append(f"{rule}: {key} ({module})")
     return out

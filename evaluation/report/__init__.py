@@ -4,7 +4,8 @@
 
 Modules: ``load`` (results tree, constants, options), ``stats`` (bootstrap, paired tests, Holm, shared
 selections), ``render`` (table model, md/tex/csv/html writers, provenance footer), ``tables`` (accuracy,
-significance, learning, wall-clock, code), ``power`` (power analysis), ``diagnostics`` (failures, checker
+learning, wall-clock, code), ``significance`` (method and checkpoint tests), ``aggregates`` (rliable),
+``calibrate`` (simulation of the verdicts), ``power`` (power analysis), ``diagnostics`` (failures, checker
 audit), ``figures`` (matplotlib, imported only when figures are asked for), ``__main__`` (the command line).
 
 Reads the files the workflow writes under ``OUT`` (see ``load_results``) and builds these tables, each
@@ -72,6 +73,7 @@ from evaluation.report.load import (
 )
 from evaluation.report.power import power_table
 from evaluation.report.render import Column, Table, atomic_write_text, footer_text, provenance, write_table
+from evaluation.report.significance import significance_table
 from evaluation.report.stats import (
     holm,
     paired_test,
@@ -84,7 +86,6 @@ from evaluation.report.tables import (
     code_table,
     learning_table,
     main_table,
-    significance_table,
     wallclock_table,
 )
 

@@ -35,7 +35,8 @@ from scipy.special import expit, logit
 
 from evaluation.report.load import AVG, EvalRecord, ReportOptions, Results
 from evaluation.report.power import power_rows
-from evaluation.report.tables import main_table, significance_table
+from evaluation.report.significance import significance_table
+from evaluation.report.tables import main_table
 
 BASELINE = "dapo"
 METHODS: tuple[str, ...] = ("grpo", "delta", "cf", "cf_random")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from evaluation.report import calibrate, tables
+from evaluation.report import calibrate, significance
 from evaluation.report.stats import SeedsRandomResult
 
 pytestmark = pytest.mark.timeout(300)
@@ -51,6 +51,6 @@ def _seeds_fixed(blocks, *, alpha: float = 0.05) -> SeedsRandomResult:
 
 
 def test_a_seeds_fixed_method_test_fails_the_calibration(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tables, "seeds_random_test", _seeds_fixed)
+    monkeypatch.setattr(significance, "seeds_random_test", _seeds_fixed)
     rates = calibrate.run(LARGE, 60, seed=2)
     assert rates.fwer_confirmatory > 0.10 + 2.5 * rates.se(0.10)

@@ -13,7 +13,8 @@ from training.losses import AGGREGATION_MODES, OUTCOME_ADVANTAGES, TOKEN_MEAN_NO
 from training.presets import PRESETS, get_preset
 
 EXPECTED = {
-    "grpo", "dr_grpo", "dapo", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side", "delta_random",
+    "grpo", "dr_grpo", "dapo", "dapo_twin", "dapo_delta_paper", "dapo_cf_paper", "delta", "delta_within_side",
+    "delta_random",
     "cf", "cf_conserve", "cf_inverted", "cf_random", "cf_prior", "cf_paper", "forking_tokens", "otb", "ktae",
     "w_reinforce", "clip_cov", "kl_cov", "gspo", "gspo_token", "ppo_critic",
 }

@@ -1,0 +1,153 @@
+"""The significance table: each method vs the baseline, as a verdict about the method (training seeds random)
+and about these checkpoints (seeds fixed)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.report.load import (
+    AVG,
+    EvalRecord,
+    ReportOptions,
+    Results,
+    main_benchmarks,
+    order_benchmarks,
+    sort_methods,
+)
+from evaluation.report.render import Column, Table
+from evaluation.report.stats import _final_records, holm, paired_test, seeds_random_test
+from evaluation.report.tables import _label, baseline_note
+
+log = logging.getLogger(__name__)
+
+
+def _parse_claims(claims: Sequence[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
+    return {(method, scope): gain for method, scope, gain in claims}
+
+
+def _paired_blocks(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]], method: str, baseline: str,
+                   seeds: Sequence[int], benches: Sequence[str]) -> dict[str, np.ndarray]:
+    """Benchmark -> [problems, seeds] per-problem accuracy differences method − baseline (pp), seeds paired by
+    id, problems common to every seed and both arms."""
+    blocks: dict[str, np.ndarray] = {}
+    for bench in benches:
+        common = [s for s in seeds if bench in final[method][s] and bench in final[baseline][s]]
+        if not common:
+            continue
+        per_seed = [final[method][s][bench].per_problem() - final[baseline][s][bench].per_problem() for s in common]
+        frame = pd.concat(per_seed, axis=1, join="outer")
+        if frame.isna().any().any():
+            log.warning("%s vs %s on %s: problem ids differ; only common problems are paired", method, baseline, bench)
+        blocks[bench] = frame.dropna().sort_index().to_numpy() * 100
+    return blocks
+
+
+FAMILY_CONFIRMATORY = "confirmatory"
+FAMILY_EXPLORATORY = "exploratory"
+
+
+def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
+    """Each method vs the baseline, per benchmark and Avg, answering two questions.
+
+    *Method* (``delta_ci_*``, ``p``, ``p_holm``; what bold cells and verdicts use): training seeds and problems
+    are random, ``stats.seeds_random_test`` on the problems × seeds matrix of paired differences (needs ≥ 2
+    seeds). The family is the table: the Avg (main-table benchmarks) is the one confirmatory endpoint, Holm
+    over methods; every benchmark cell is exploratory, Holm over methods × benchmarks together.
+    *Checkpoints* (``ckpt_*``): these seeds' checkpoints on these problems, seeds fixed: paired bootstrap
+    over problems (stratified by benchmark) and sign-flip permutation p, Holm over methods per scope.
+    """
+    benches = order_benchmarks(res.benchmarks, opts.benchmarks)
+    final = _final_records(res)
+    claims = _parse_claims(opts.claims)
+    rows: list[dict[str, Any]] = []
+    base = final.get(opts.baseline)
+    note = ""
+    if base is None:
+        log.warning("baseline %r has no final evaluation; significance table is empty", opts.baseline)
+        note = baseline_note(res, opts.baseline)
+    for method in sort_methods(set(final)):
+        if method == opts.baseline or base is None:
+            continue
+        seeds = sorted(set(final[method]) & set(base))
+        dropped = sorted(set(final[method]) ^ set(base))
+        if dropped:
+            log.warning("%s vs %s: seeds %s are not in both and are left out", method, opts.baseline, dropped)
+        blocks = _paired_blocks(final, method, opts.baseline, seeds, benches)
+        ks = sorted({final[m][s][b].k for m in (method, opts.baseline) for s in seeds for b in blocks
+                     if b in final[m][s]})
+        for scope in [*benches, AVG]:
+            names = main_benchmarks(benches) if scope == AVG else [scope]
+            parts = [blocks[b] for b in names if b in blocks]
+            method_test = seeds_random_test(parts, alpha=opts.alpha)
+            ckpt = paired_test([b.mean(axis=1) for b in parts], n_boot=opts.n_boot, n_perm=opts.n_perm,
+                               seed=opts.seed, alpha=opts.alpha)
+            claim = claims.get((method, scope), math.nan)
+            inside = ""
+            if not (math.isnan(claim) or math.isnan(method_test.ci_lo)):
+                inside = "yes" if method_test.ci_lo <= claim <= method_test.ci_hi else "no"
+            rows.append({
+                "method": method, "label": _label(method), "baseline": opts.baseline, "scope": scope,
+                "family": FAMILY_CONFIRMATORY if scope == AVG else FAMILY_EXPLORATORY,
+                "problems": ckpt.n_units, "seeds": method_test.seeds, "k": "/".join(map(str, ks)),
+                "delta": ckpt.delta, "delta_ci_lo": method_test.ci_lo, "delta_ci_hi": method_test.ci_hi,
+                "df": method_test.df, "p": method_test.p,
+                "ckpt_ci_lo": ckpt.ci_lo, "ckpt_ci_hi": ckpt.ci_hi, "p_ckpt_bootstrap": ckpt.p_bootstrap,
+                "p_ckpt_permutation": ckpt.p_permutation, "claimed_gain": claim, "claim_inside_ci": inside,
+            })
+    columns = [
+        "method", "label", "baseline", "scope", "family", "problems", "seeds", "k", "delta", "delta_ci_lo",
+        "delta_ci_hi", "df", "p", "p_holm", "ckpt_ci_lo", "ckpt_ci_hi", "p_ckpt_bootstrap", "p_ckpt_permutation",
+        "p_ckpt_holm", "claimed_gain", "claim_inside_ci",
+    ]  # fmt: skip
+    data = pd.DataFrame(rows, columns=[c for c in columns if c not in ("p_holm", "p_ckpt_holm")])
+    data["p_holm"] = math.nan
+    data["p_ckpt_holm"] = math.nan
+    for family in (FAMILY_CONFIRMATORY, FAMILY_EXPLORATORY):
+        mask = data["family"] == family
+        data.loc[mask, "p_holm"] = holm(data.loc[mask, "p"].tolist())
+    for scope in data["scope"].unique():
+        mask = data["scope"] == scope
+        data.loc[mask, "p_ckpt_holm"] = holm(data.loc[mask, "p_ckpt_permutation"].tolist())
+    data = data[columns].reset_index(drop=True)
+    cols = (
+        Column("Method", "label", kind="str", align="l"),
+        Column("Scope", "scope", kind="str", align="l"),
+        Column("family", "family", kind="str", align="l"),
+        Column("Δ (pp) [CI seeds random]", "delta", kind="signed", lo="delta_ci_lo", hi="delta_ci_hi"),
+        Column("df", "df", digits=1),
+        Column("p", "p", kind="pvalue"),
+        Column("p (Holm)", "p_holm", kind="pvalue"),
+        Column("CI seeds fixed", "delta", kind="signed", lo="ckpt_ci_lo", hi="ckpt_ci_hi"),
+        Column("p seeds fixed (perm.)", "p_ckpt_permutation", kind="pvalue"),
+        Column("p seeds fixed (Holm)", "p_ckpt_holm", kind="pvalue"),
+        Column("problems", "problems", kind="int"),
+        Column("seeds", "seeds", kind="int"),
+        Column("claimed Δ", "claimed_gain", kind="signed"),
+        Column("claim in CI?", "claim_inside_ci", kind="str", align="l"),
+    )
+    level = f"{100 * (1 - opts.alpha):.0f}%"
+    caption = (
+        f"Tests vs {_label(opts.baseline)} ({AVG} = main-table benchmarks), per-problem accuracy differences "
+        f"(samples averaged, seeds paired by id). Method (seeds random): Δ with {level} t interval and p of the "
+        f"crossed seed × problem random-effects model (Satterthwaite df; ≥ 2 seeds); Holm over methods for "
+        f"{AVG} (confirmatory), over methods × benchmarks for the benchmark cells (exploratory). Checkpoints "
+        f"(seeds fixed, these runs only): paired-bootstrap CI ({opts.n_boot}, stratified by benchmark) and "
+        f"sign-flip permutation p ({opts.n_perm}), Holm over methods per scope"
+    )
+    note = " ".join(x for x in (note, SIGNIFICANCE_NOTE, POWER_NOTE) if x)
+    return Table("significance", caption, data, cols, footer, note=note)
+
+
+SIGNIFICANCE_NOTE = (
+    "A verdict about a method reads the seeds-random columns: one training run is one draw of the method, and "
+    "the seeds-fixed test calls equal methods different whenever runs differ by chance (evaluation/report/"
+    "calibrate.py measures both). With one seed the seeds-random columns are empty."
+)
+POWER_NOTE = ("power.md: the smallest Δ these tests detect at 80 % power (MDE) and the problems / seeds needed "
+              "for a 2-point difference, from this run's variances.")
