@@ -22,6 +22,7 @@ windows, custom caches) are scored by full forwards (``full_logp_fn``) with the 
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from functools import partial
 from typing import Callable
 
@@ -31,6 +32,11 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 # (prompt_ids [n,P], prompt_mask [n,P], response_ids [n,R], response_mask [n,R]) -> logp [n,R]
 FullLogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+WORK: Counter[str] = Counter()
+"""What the re-scoring forwards computed, summed over calls (instrumentation; ``training.bench`` resets and
+reads it): ``forwards``, ``query_tokens`` (input positions run through the layers, right padding included)
+and ``logit_tokens`` (positions run through the LM head)."""
 
 
 def position_ids(attention: Tensor) -> Tensor:
@@ -122,6 +128,8 @@ def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, pas
         kwargs["logits_to_keep"] = keep_last
     res = model(input_ids=ids[:, start:-1], attention_mask=attention[:, :-1],
                 position_ids=position_ids(attention)[:, start:-1], use_cache=want_cache, **kwargs)
+    queries = ids[:, start:-1].numel()
+    WORK.update(forwards=1, query_tokens=queries, logit_tokens=ids.shape[0] * keep_last if keep_last else queries)
     if not want_cache:
         return res.logits, None
     layers = cache_layers(res)
