@@ -26,6 +26,7 @@ of a no-grad forward of the same batch), the query tokens the re-scoring forward
 
     python -m training.bench                                   # default: tiny model, a few minutes on 2 CPU cores
     python -m training.bench --presets dapo,dapo_control,delta,cf --reasoning-tokens 256   # CF at 256 tokens
+    python -m training.bench --presets dapo,cf,cf_w16 --reasoning-tokens 256 --cf-windows 0,16,64  # approximate CF
     python -m training.bench --max-new-tokens 256 --force-length   # padding after the answer up to 256 tokens
     python -m training.bench --group-sizes 4,8,16               # group-size sweep
     python -m training.bench --trl                              # + step_ratio_trl_vs_native (TRL GRPOTrainer, dapo)
@@ -117,8 +118,16 @@ def reasoning_sampler(problems: list[dict], length: int):
     return sample
 
 
+WINDOW_PREFIX = "cf_w"
+"""``cf_w<W>``: CF with ``suffix_window=W`` (approximate, CF departure 17)."""
+
+
 def bench_preset(name: str) -> Preset:
-    """A preset by name; ``dapo_control`` is ``dapo`` renamed (identical work)."""
+    """A preset by name; ``dapo_control`` is ``dapo`` renamed (identical work), ``cf_w<W>`` CF with a bounded
+    suffix window of W tokens."""
+    if name.startswith(WINDOW_PREFIX) and name[len(WINDOW_PREFIX):].isdigit():
+        cf = get_preset("cf")
+        return replace(cf, name=name, knobs={**cf.knobs, "suffix_window": int(name[len(WINDOW_PREFIX):])})
     return replace(get_preset("dapo"), name=CONTROL) if name == CONTROL else get_preset(name)
 
 
@@ -193,6 +202,61 @@ def cf_work(tokenizer, ro, max_new_tokens: int) -> dict:
     return {"needed": needed, "reference": reference,
             "spans_per_completion": statistics.mean(spans) if spans else 0.0,
             "reasoning_end": statistics.mean(n_valid)}
+
+
+def window_fidelity(policy, tokenizer, ro, rl, windows: list[int]) -> list[str]:
+    """CF with ``suffix_window`` W against exact CF on one graded rollout (theta = ``policy``), credit phase
+    only: per W the credit seconds of both, the mean per-completion Spearman rho of the span drops I(s) and
+    of the token weights, and the mean / max |weight difference| over valid tokens."""
+    from training.credit import CreditBatch
+    from training.credit.cf import cf_with_spans
+    from training.credit.fidelity import spearman
+    from training.rl import make_edit_logp_fn, make_logp_fn, old_forward
+
+    preset = get_preset("cf")
+    _, adv, mask = shape_rewards(preset, ro, rl.max_new_tokens)
+
+    def run(window):
+        old = old_forward(policy, ro, rl.micro_batch_size, capture_hidden=False, keep_kv=True)
+        logp_fn = make_logp_fn(policy, rl.micro_batch_size)
+        batch = CreditBatch(
+            prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids, response_mask=mask,
+            old_logp=old.old_logp, entropy=old.entropy, advantages=adv, group_ids=ro.group_ids, hidden=None,
+            pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
+            generator=torch.Generator().manual_seed(0),
+            edit_logp_fn=make_edit_logp_fn(policy, ro, rl.micro_batch_size, full_logp_fn=logp_fn, source=old.kv))
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            w, records = cf_with_spans(batch, **{**preset.knobs, "suffix_window": window})
+        return time.perf_counter() - t0, w, records
+
+    t_exact, w_exact, rec_exact = run(None)
+    lines = []
+    for window in windows:
+        t, w, rec = run(window)
+        rows = sorted({r.row for r in rec_exact})
+        drops = [spearman([r.drop for r in rec if r.row == b], [r.drop for r in rec_exact if r.row == b])
+                 for b in rows]
+        weights = [spearman(w[b][mask[b] > 0].tolist(), w_exact[b][mask[b] > 0].tolist()) for b in rows]
+        diff = (w - w_exact).abs()[mask > 0]
+        lines.append(f"{WINDOW_PREFIX}{window}_fidelity credit_s {t:.3f} exact_credit_s {t_exact:.3f} "
+                     f"drop_spearman {statistics.mean(x for x in drops if x is not None):.3f} "
+                     f"weight_spearman {statistics.mean(x for x in weights if x is not None):.3f} "
+                     f"weight_abs_diff mean {float(diff.mean()):.4f} max {float(diff.max()):.4f} "
+                     f"completions {len(rows)}")
+    return lines
+
+
+def window_fidelity_round0(cfg_path: Path, model_dir: str, train_path: str, sampler, windows: list[int]) -> list[str]:
+    """:func:`window_fidelity` on round 0's rollout under the starting model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg = load_config(cfg_path, {"rl": {"steps": 1}})
+    tok = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+    policy = AutoModelForCausalLM.from_pretrained(model_dir).to(cfg.runtime.device).eval()
+    ro = sample_rollout(policy, tok, read_jsonl(train_path), cfg.rl, seed=0, step=0, sampler=sampler)
+    ro = grade_rollout(ro, tok, timeout_s=cfg.eval.grader_timeout_s)
+    return window_fidelity(policy, tok, ro, cfg.rl, windows)
 
 
 def run_rounds(names: list[str], cfg_path: Path, root: Path, model_dir: str, train_path: str, rounds: int,
@@ -282,15 +346,18 @@ def main(argv: list[str] | None = None) -> None:
                         help="no stop at EOS: every completion is full length (padding after the answer)")
     parser.add_argument("--reasoning-tokens", type=int, default=0,
                         help="L > 0: completions of L tokens of real reasoning + boxed answer (CF at length L)")
+    parser.add_argument("--cf-windows", default="",
+                        help="comma-separated W: CF with suffix_window W vs exact CF on round 0's rollout (fidelity)")
     parser.add_argument("--trl", action="store_true", help="also print step_ratio_trl_vs_native")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--model", help="existing HF model folder (e.g. an SFT checkpoint) instead of a fresh one")
     parser.add_argument("--sft-steps", type=int, default=200, help="warm start of the fresh model (no --model)")
     args = parser.parse_args(argv)
     requested = [n for n in args.presets.split(",") if n]
-    names = [n for n in requested if n in PRESETS or n == CONTROL]
+    names = [n for n in requested if n in PRESETS or n == CONTROL
+             or (n.startswith(WINDOW_PREFIX) and n[len(WINDOW_PREFIX):].isdigit())]
     if missing := [n for n in requested if n not in names]:
-        print(f"skipping unknown presets {missing}; valid: {sorted(PRESETS)} and {CONTROL}")
+        print(f"skipping unknown presets {missing}; valid: {sorted(PRESETS)}, {CONTROL} and {WINDOW_PREFIX}<W>")
     if "dapo" not in names:
         names.insert(0, "dapo")
     groups = [int(g) for g in args.group_sizes.split(",") if g] or [args.group]
@@ -327,6 +394,9 @@ def main(argv: list[str] | None = None) -> None:
                       f"{' force_length' if args.force_length else ''}"
                       f"{f' reasoning_tokens {args.reasoning_tokens}' if args.reasoning_tokens else ''}")
             report(names, times, suffix if len(groups) > 1 or args.force_length or args.reasoning_tokens else "")
+            if args.cf_windows and gi == 0:
+                print("\n".join(window_fidelity_round0(cfg_path, model_dir, str(train_path), sampler,
+                                                        [int(w) for w in args.cf_windows.split(",") if w])))
             if args.trl and (args.force_length or args.reasoning_tokens):
                 print("step_ratio_trl_vs_native skipped: TRL samples with its own generate "
                       "(no --force-length / --reasoning-tokens)")
