@@ -54,6 +54,10 @@ Departures from the reference code (why in brackets):
   prompt + completion for every span, S(x) in the same batched call). Same numbers up to float
   summation order (~1e-6 in log-probs; ``tests/training/test_scoring.py``). With ``logp_fn`` only, S(x)
   is recomputed in the same call as the masked variants, as the reference.
+- ``suffix_window`` W (approximate, opt-in; default None = exact): a masked span [s, e) recomputes the
+  keys/values of positions [s, e + W) only and the answer tokens attend to the unmasked completion's beyond
+  (``rescoring.edited_logp(stale_from=...)``); exact once e + W reaches the answer. Exact CF's cost floor is
+  sum over spans of (L - s) query tokens (ALGORITHMS.md CF departure 17 has the fidelity loss).
 """
 
 from __future__ import annotations

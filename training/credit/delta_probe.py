@@ -12,7 +12,7 @@ forward with the LM-head input h, then
   mean lambda~, mean p = pi_old(o_t) and mean ||v|| = (1 - p) ||h|| (v, DelTA's gradient proxy), with
   95 % bootstrap intervals over responses of the lambda~ means;
 - the per-response Spearman rho of DelTA's effective credit against the exact importance (the credit-fidelity
-  pipeline, ``training.credit.fidelity``), split by side.
+  pipeline, ``training.credit.fidelity``), by side and over all, with 95 % bootstrap intervals over responses.
 
 The proxy v is the sampled token's row of d log pi / d W_lm: its direction is h, which depends on the prefix
 only, not on which token was sampled. A right result and a slip written after the same prefix share h and
@@ -105,6 +105,15 @@ def probe(cfg, model_dir: str, problems: list[dict], seed: int, batches: int) ->
             "rho": {name: rho[s] for name, s in SIDES.items()}}
 
 
+def mean_ci(values: Sequence[float], n_boot: int = 1000, seed: int = 0) -> str:
+    """'mean [lo, hi]' with a 95 % percentile bootstrap over the values (responses)."""
+    if not values:
+        return "n/a"
+    v = np.asarray(values)
+    draws = np.random.default_rng(seed).choice(v, size=(n_boot, len(v))).mean(1)
+    return f"{v.mean():+.3f} [{np.percentile(draws, 2.5):+.3f}, {np.percentile(draws, 97.5):+.3f}]"
+
+
 def render(result: dict, label: str) -> str:
     """Markdown: the class table and rho by side."""
     lines = [f"### {label}", "", f"fast vs literal (reference) lambda~: max |diff| {result['max_diff']:.2e}", "",
@@ -113,9 +122,9 @@ def render(result: dict, label: str) -> str:
         lines.append(f"| {r['side']} | {r['class']} | {r['tokens']} | {r['responses']} | {r['lambda']:.3f} "
                      f"[{r['lambda_lo']:.3f}, {r['lambda_hi']:.3f}] | {r['p']:.3f} | {r['v_norm']:.3f} |")
     lines.append("")
-    for side, vals in result["rho"].items():
-        mean = f"{np.mean(vals):+.3f}" if vals else "n/a"
-        lines.append(f"rho {side}: mean {mean} over {len(vals)} responses")
+    every = [v for vals in result["rho"].values() for v in vals]
+    for side, vals in [*result["rho"].items(), ("all", every)]:
+        lines.append(f"rho {side}: {mean_ci(vals)} over {len(vals)} responses")
     return "\n".join(lines)
 
 
