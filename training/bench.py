@@ -22,7 +22,8 @@ still samples L + 16 tokens per completion with the policy (EOS suppressed), so 
 length; the sampled text is then replaced by the constructed one. For CF the bench also prints
 ``cf_credit_floor_ratio`` = credit-phase seconds / (the query tokens CF must re-score ÷ the tokens per second
 of a no-grad forward of the same batch), the query tokens the re-scoring forwards actually ran
-(``rescoring.WORK``) and the reference's (1 + n_spans) × sequence length.
+(``rescoring.WORK``) and the reference's (1 + n_spans) × sequence length; ``cf_w<W>`` (CF with a bounded suffix
+window, approximate) prints the same lines against exact CF's floor, and ``--cf-windows`` its fidelity.
 
     python -m training.bench                                   # default: tiny model, a few minutes on 2 CPU cores
     python -m training.bench --presets dapo,dapo_control,delta,cf --reasoning-tokens 256   # CF at 256 tokens
