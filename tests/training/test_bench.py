@@ -48,3 +48,49 @@ def test_forced_length_sampler_never_stops_at_eos(tiny_env):
     forced = forced_length_sampler(model, tok, enc["input_ids"], enc["attention_mask"], **kw)
     assert forced.shape[1] == 12 and not (forced == tok.eos_token_id).any()
     assert model.generation_config.min_new_tokens != 12  # restored
+
+
+def test_reasoning_workload_has_L_reasoning_tokens_spans_and_signal(tiny_env):
+    """``--reasoning-tokens L``: every completion is L reasoning tokens, a boxed answer and EOS; right and
+    wrong alternate in every group (advantages ±1); CF finds spans across the reasoning."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from common.io import read_jsonl
+    from training.bench import cf_work, reasoning_sampler
+    from training.rl import grade_rollout, sample_rollout
+
+    L = 40
+    tok = AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(tiny_env["model"]).eval()
+    problems = read_jsonl(tiny_env["train"])
+    rl = dataclasses.replace(tiny_env["cfg"].rl, prompts_per_step=2, group_size=4, max_new_tokens=L + 16)
+    ro = grade_rollout(sample_rollout(model, tok, problems, rl, seed=0, step=0,
+                                      sampler=reasoning_sampler(problems, L)), tok, timeout_s=5)
+    boxed = tok.encode(" \\boxed{", add_special_tokens=False)[0]
+    for i in range(ro.response_ids.shape[0]):
+        ids = ro.response_ids[i, : int(ro.response_mask[i].sum())].tolist()
+        assert ids[L] == boxed and ids[-1] == tok.eos_token_id and tok.eos_token_id not in ids[:-1]
+    assert ro.correct.tolist() == [1.0, 0.0] * 4
+    work = cf_work(tok, ro, rl.max_new_tokens)
+    assert work["spans_per_completion"] >= 3 and work["needed"] > 0 and work["reference"] > work["needed"]
+
+
+def test_bench_cli_prints_cf_floor_and_window_lines(tmp_path):
+    """The command itself, scaled down: ratios with spread, CF's floor ratio, query tokens (the re-scoring
+    forwards ran at least what CF needs) and the window's fidelity against exact CF."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "training.bench", "--presets", "dapo,cf,cf_w4", "--reasoning-tokens",
+                          "24", "--steps", "2", "--sft-steps", "10", "--prompts", "2", "--group", "4", "--hidden", "32",
+                          "--layers", "1", "--cf-windows", "0"], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout
+    assert re.search(r"step_ratio_vs_dapo cf \d+\.\d+ spread \d+\.\d+-\d+\.\d+ .* reasoning_tokens 24", out), out
+    assert re.search(r"cf_credit_floor_ratio \d+\.\d+ spread", out) and "cf_step_floor_vs_dapo" in out, out
+    m = re.search(r"cf_query_tokens needed (\d+) ran (\d+) .* reference \(1\+n_spans\)x\(P\+L\) (\d+)", out)
+    assert m and 0 < int(m[1]) <= int(m[2]) and int(m[3]) > int(m[1]), out
+    assert re.search(r"cf_w0_fidelity credit_s .* drop_spearman -?\d", out), out

@@ -54,6 +54,10 @@ Departures from the reference code (why in brackets):
   prompt + completion for every span, S(x) in the same batched call). Same numbers up to float
   summation order (~1e-6 in log-probs; ``tests/training/test_scoring.py``). With ``logp_fn`` only, S(x)
   is recomputed in the same call as the masked variants, as the reference.
+- ``suffix_window`` W (approximate, opt-in; default None = exact): a masked span [s, e) recomputes the
+  keys/values of positions [s, e + W) only and the answer tokens attend to the unmasked completion's beyond
+  (``rescoring.edited_logp(stale_from=...)``); exact once e + W reaches the answer. Exact CF's cost floor is
+  sum over spans of (L - s) query tokens (ALGORITHMS.md CF departure 17 has the fidelity loss).
 """
 
 from __future__ import annotations
@@ -339,11 +343,13 @@ def _score_rows(
     batch: "CreditBatch",
     rows: list[tuple[int, Tensor, int, int]],
     max_rows_per_call: int | None,
+    stale_from: list[int] | None = None,
 ) -> list[Tensor]:
     """Log-probs [R] of (source row, edited response ids, first edited position, first scored position)
     under the current policy, in as few calls as possible: ``batch.edit_logp_fn`` (prefix KV cache reused,
     logits only from the first scored position) when the loop provides it, else ``batch.logp_fn`` on whole
-    sequences. Only positions >= the first scored position are read."""
+    sequences. Only positions >= the first scored position are read. ``stale_from`` (one per row): CF's
+    bounded suffix window (``rescoring.edited_logp``; approximate, only with ``edit_logp_fn``)."""
     out: list[Tensor] = []
     step = len(rows) if not max_rows_per_call else max_rows_per_call
     for k in range(0, len(rows), max(step, 1)):
@@ -354,7 +360,9 @@ def _score_rows(
             if batch.edit_logp_fn is not None:
                 first = torch.tensor([r[2] for r in chunk], dtype=torch.long, device=src.device)
                 scored = torch.tensor([r[3] for r in chunk], dtype=torch.long, device=src.device)
-                logp = batch.edit_logp_fn(src, resp, first, score_from=scored)  # [n, R]
+                window = {} if stale_from is None else {
+                    "stale_from": torch.tensor(stale_from[k : k + step], dtype=torch.long, device=src.device)}
+                logp = batch.edit_logp_fn(src, resp, first, score_from=scored, **window)  # [n, R]
             else:
                 assert batch.logp_fn is not None
                 logp = batch.logp_fn(
@@ -415,6 +423,7 @@ def cf_with_spans(
     span_drop: SpanDrop,
     skip_zero_advantage: bool,
     max_rows_per_call: int | None = None,
+    suffix_window: int | None = None,
 ) -> tuple[Tensor, list[CFSpanRecord]]:
     """:func:`cf` plus one :class:`CFSpanRecord` per scored span (empty when skipped or ``mode="random"``).
 
@@ -427,6 +436,8 @@ def cf_with_spans(
     copy run no counterfactual forward and get w = 1 (exact for the loss when w multiplies the
     policy-gradient term only, or beta = 0: their surrogate is 0 for every w). ``max_rows_per_call`` caps
     the rows of one ``logp_fn`` call (None: all counterfactual rows of the batch in one call).
+    ``suffix_window`` W (approximate; None: exact CF): a masked span [s, e) changes the keys/values of
+    positions [s, e + W) only; the answer tokens attend to the unedited ones beyond (CF departure 17).
     """
     records: list[CFSpanRecord] = []
     if mode not in CF_MODES:
@@ -475,6 +486,7 @@ def cf_with_spans(
     # skip a completion only if every copy has A = 0 (the same prompt may sit in two groups of the batch)
     scored_keys = {key_of[b] for b in range(B) if float(adv[b]) != 0.0}
     skipped = set(info) - scored_keys if skip_zero_advantage else set()
+    stale: list[int] = []  # per row: first position whose keys/values stay unedited (suffix_window)
     if mode != "random":
         for key, (b, sp, _) in info.items():
             if not sp.spans or score_positions(b, sp) is None or key in skipped:
@@ -482,11 +494,13 @@ def cf_with_spans(
             plan[key] = (len(rows), 1 + len(sp.spans))
             first_scored = score_positions(b, sp).start
             rows.append((b, ids[b].clone(), R, first_scored))  # unedited
+            stale.append(R)
             for s, e in sp.spans:
                 edited = ids[b].clone()
                 edited[s:e] = batch.pad_token_id
                 rows.append((b, edited, s, first_scored))
-    logps = _score_rows(batch, rows, max_rows_per_call) if rows else []
+                stale.append(R if suffix_window is None else e + suffix_window)
+    logps = _score_rows(batch, rows, max_rows_per_call, None if suffix_window is None else stale) if rows else []
 
     # 4. importance -> weights
     weights: dict[tuple, Tensor] = {}

@@ -22,6 +22,7 @@ windows, custom caches) are scored by full forwards (``full_logp_fn``) with the 
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from functools import partial
 from typing import Callable
 
@@ -31,6 +32,11 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 # (prompt_ids [n,P], prompt_mask [n,P], response_ids [n,R], response_mask [n,R]) -> logp [n,R]
 FullLogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+WORK: Counter[str] = Counter()
+"""What the re-scoring forwards computed, summed over calls (instrumentation; ``training.bench`` resets and
+reads it): ``forwards``, ``query_tokens`` (input positions run through the layers, right padding included)
+and ``logit_tokens`` (positions run through the LM head)."""
 
 
 def position_ids(attention: Tensor) -> Tensor:
@@ -122,6 +128,8 @@ def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, pas
         kwargs["logits_to_keep"] = keep_last
     res = model(input_ids=ids[:, start:-1], attention_mask=attention[:, :-1],
                 position_ids=position_ids(attention)[:, start:-1], use_cache=want_cache, **kwargs)
+    queries = ids[:, start:-1].numel()
+    WORK.update(forwards=1, query_tokens=queries, logit_tokens=ids.shape[0] * keep_last if keep_last else queries)
     if not want_cache:
         return res.logits, None
     layers = cache_layers(res)
@@ -158,6 +166,7 @@ def edited_logp(
     score_from: Tensor | None = None,
     split_overhead: int = SPLIT_OVERHEAD_TOKENS,
     share_stems: bool = True,
+    stale_from: Tensor | None = None,
 ) -> Tensor:
     """Log-probs [n, R] of edited responses under ``model``, reusing the prompt's and the source's caches.
 
@@ -174,6 +183,9 @@ def edited_logp(
     the transformer layers still run from the first edit. Same numbers at the read positions.
     ``split_overhead``: :func:`length_groups`, :func:`cut_groups` (speed only). ``share_stems``: rows that
     agree after their edit share those positions' computation (:func:`shared_stems`; with ``score_from``).
+    ``stale_from``: [n] response position w per row (with ``score_from``; approximate, CF's bounded suffix
+    window): the keys/values of positions [w, score_from - 1) are the source's instead of recomputed over the
+    edit (:func:`_score_windowed`); rows with w >= score_from - 1 are exact.
     """
     n, R = edited_ids.shape
     out = torch.zeros(n, R, dtype=torch.float32, device=edited_ids.device)  # [n, R]
@@ -206,6 +218,13 @@ def edited_logp(
     cuts = first_edit.tolist()
     reads = None if score_from is None else score_from.tolist()
     todo = [i for i in range(n) if cuts[i] < min(R, lengths[i])]
+    if stale_from is not None and reads is not None:
+        stale = stale_from.tolist()
+        windowed = [i for i in todo if cuts[i] <= stale[i] < reads[i] - 1]
+        _score_windowed(model, ids, attention[rows], lengths, reads, stale, cuts, out, windowed,
+                        {i: src_kv[int(rows[i])] for i in windowed}, P=P, micro_batch_size=micro_batch_size,
+                        overhead=split_overhead)
+        todo = [i for i in todo if i not in set(windowed)]
     follow = shared_stems(ids, attention[rows], P, cuts, lengths, reads, todo) if share_stems else {}
     run = partial(_score_edits, model, ids, attention[rows], lengths, reads, out, P=P,
                   micro_batch_size=micro_batch_size, overhead=split_overhead)
@@ -276,6 +295,53 @@ def _score_edits(model: torch.nn.Module, ids: Tensor, attention: Tensor, lengths
                 if want:
                     kept.update({i: (j, kv) for j, i in enumerate(sel) if i in keep})
     return kept
+
+
+def _score_windowed(model: torch.nn.Module, ids: Tensor, attention: Tensor, lengths: list[int], reads: list[int],
+                    stale: list[int], cuts: list[int], out: Tensor, members: list[int],
+                    past_of: dict[int, tuple[int, Layers]], *, P: int, micro_batch_size: int, overhead: int) -> None:
+    """Approximate log-probs of edited rows ``members`` from ``reads[i]`` on (CF's bounded suffix window):
+    the keys/values of response positions [cuts[i], stale[i]) are recomputed over the edit (stage 1, from
+    the first edit, as :func:`_score_edits`), those of [stale[i], reads[i] - 1) are the unedited source's
+    (``past_of``), and positions [reads[i] - 1, lengths[i] - 1) run as queries over that spliced cache
+    (stage 2). Rows of a stage-2 micro-batch have caches of different lengths: each is stored from 0 and
+    the gap up to the longest is masked out (explicit position ids keep every row's own positions)."""
+    members = sorted(members, key=lambda i: cuts[i])
+    for cg in cut_groups([cuts[i] for i in members], overhead):
+        c = cuts[members[cg.start]]
+        for sl in chunked(cg.stop - cg.start, micro_batch_size):
+            sel = members[cg][sl]
+            idx = torch.tensor(sel)
+            top = max(stale[i] for i in sel)  # stage 1: keys/values of [0, P + top)
+            _, new = _run(model, ids[idx, : P + top + 1], attention[idx, : P + top + 1], P + c - 1,
+                          _gather(past_of, sel, P + c - 1), want_cache=True, keep_last=1)
+            width = max(P + reads[i] - 1 for i in sel)  # stage 2: spliced caches, gap masked
+            Q = max(lengths[i] - reads[i] for i in sel)
+            mask = torch.zeros(len(sel), width + Q, dtype=attention.dtype)
+            q_ids = torch.zeros(len(sel), Q, dtype=ids.dtype)
+            q_pos = torch.zeros(len(sel), Q, dtype=torch.long)
+            layers = []
+            for layer, (k_new, v_new) in enumerate(new):
+                k = k_new.new_zeros(len(sel), k_new.shape[1], width, k_new.shape[3])
+                v = torch.zeros_like(k)
+                for j, i in enumerate(sel):
+                    w, r = P + stale[i], P + reads[i] - 1
+                    s_j, s_kv = past_of[i]
+                    k[j, :, :w], v[j, :, :w] = k_new[j, :, :w], v_new[j, :, :w]
+                    k[j, :, w:r], v[j, :, w:r] = s_kv[layer][0][s_j, :, w:r], s_kv[layer][1][s_j, :, w:r]
+                layers.append((k, v))
+            for j, i in enumerate(sel):
+                r, q = P + reads[i] - 1, lengths[i] - reads[i]
+                mask[j, :r] = attention[i, :r]
+                mask[j, width : width + q] = 1
+                q_ids[j, :q] = ids[i, r : r + q]
+                q_pos[j, :q] = position_ids(attention[i : i + 1, : r + q])[0, r:]
+            res = model(input_ids=q_ids, attention_mask=mask, position_ids=q_pos, use_cache=False,
+                        **{_cache_kwarg(model): DynamicCache(ddp_cache_data=layers)})
+            WORK.update(forwards=1, query_tokens=q_ids.numel(), logit_tokens=q_ids.numel())
+            for j, i in enumerate(sel):
+                r, q = reads[i], lengths[i] - reads[i]
+                out[i, r : r + q] = _token_logp(res.logits[j : j + 1, :q], ids[i : i + 1, P + r : P + r + q])[0]
 
 
 def _source_passes(model: torch.nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, response_ids: Tensor,

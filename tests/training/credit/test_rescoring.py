@@ -228,3 +228,63 @@ def test_cf_weights_and_drops_equal_with_and_without_the_prefix_cache(tiny_env):
         assert (a.row, a.start, a.end) == (b.row, b.start, b.end)
         assert abs(a.drop - b.drop) < 1e-4
     torch.testing.assert_close(cached[0], plain[0], atol=1e-4, rtol=0)
+
+
+# (source, span start, span end, stale from, first read): CF's bounded suffix window, rows of several lengths
+WINDOWED = [(0, 1, 3, 4, 7), (1, 0, 2, 2, 5), (2, 2, 4, 5, 8), (4, 0, 2, 3, 6), (0, 2, 3, 3, 8)]
+
+
+def windowed(model, r_ids, spec, edit: bool = True):
+    p_ids, p_mask, _, r_mask = batch()
+    rows, edited, first = masked(r_ids, spec)
+    if not edit:
+        edited = r_ids[rows].clone()
+    got = edited_logp(model, p_ids, p_mask, r_ids, r_mask, rows, edited, first,
+                      score_from=torch.tensor([r[4] for r in spec]), stale_from=torch.tensor([r[3] for r in spec]))
+    return rows, edited, got
+
+
+def test_windowed_edits_without_a_change_reproduce_the_source():
+    """No token changed: spliced caches (recomputed window + the source's keys/values beyond, gaps masked
+    between rows of different lengths) must give the source's log-probs at every read position."""
+    model = tiny("qwen3")
+    p_ids, p_mask, r_ids, r_mask = batch()
+    rows, _, got = windowed(model, r_ids, WINDOWED, edit=False)
+    src = forward_logp(model, p_ids, p_mask, r_ids, r_mask)[0][rows]
+    for i, (b, *_, r) in enumerate(WINDOWED):
+        n = int(r_mask[b].sum())
+        torch.testing.assert_close(got[i, r:n], src[i, r:n], atol=2e-5, rtol=0)
+
+
+def test_windowed_edits_equal_a_per_row_splice():
+    """The batched window path against a literal one-row computation: the edited row's keys/values up to the
+    window end, the source's after it, then the read positions as queries on top."""
+    from transformers.cache_utils import DynamicCache
+
+    from training.credit.rescoring import _cache_kwarg, cache_layers, position_ids
+
+    model = tiny("qwen3")
+    p_ids, p_mask, r_ids, r_mask = batch()
+    rows, edited, got = windowed(model, r_ids, WINDOWED)
+    P = p_ids.shape[1]
+    for i, (b, s, e, w, r) in enumerate(WINDOWED):
+        n = int(r_mask[b].sum())
+        att = torch.cat([p_mask[b], r_mask[b].long()])[None, : P + n]
+        pos = position_ids(att)
+        full_src = torch.cat([p_ids[b], r_ids[b]])[None, : P + n]
+        full_edit = torch.cat([p_ids[b], edited[i]])[None, : P + n]
+        with torch.no_grad():
+            kv_src = cache_layers(model(input_ids=full_src, attention_mask=att, position_ids=pos, use_cache=True))
+            kv_new = cache_layers(model(input_ids=full_edit[:, : P + w], attention_mask=att[:, : P + w],
+                                        position_ids=pos[:, : P + w], use_cache=True))
+            cut = P + r - 1
+            layers = [(torch.cat([kn[:, :, : P + w], ks[:, :, P + w : cut]], 2),
+                       torch.cat([vn[:, :, : P + w], vs[:, :, P + w : cut]], 2))
+                      for (kn, vn), (ks, vs) in zip(kv_new, kv_src)]
+            logits = model(input_ids=full_edit[:, cut : P + n - 1], attention_mask=att[:, : P + n - 1],
+                           position_ids=pos[:, cut : P + n - 1], use_cache=False,
+                           **{_cache_kwarg(model): DynamicCache(ddp_cache_data=layers)}).logits
+        want = torch.log_softmax(logits.float(), -1).gather(-1, full_edit[:, cut + 1 : P + n, None])[0, :, 0]
+        torch.testing.assert_close(got[i, r:n], want, atol=2e-5, rtol=0)
+    exact = forward_logp(model, p_ids[rows], p_mask[rows], edited, r_mask[rows])[0]
+    assert (got[0, 7:9] - exact[0, 7:9]).abs().max() > 1e-4  # the window approximates: stale keys/values count
