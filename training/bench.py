@@ -209,23 +209,17 @@ def window_fidelity(policy, tokenizer, ro, rl, windows: list[int]) -> list[str]:
     """CF with ``suffix_window`` W against exact CF on one graded rollout (theta = ``policy``), credit phase
     only: per W the credit seconds of both, the mean per-completion Spearman rho of the span drops I(s) and
     of the token weights, and the mean / max |weight difference| over valid tokens."""
-    from training.credit import CreditBatch
     from training.credit.cf import cf_with_spans
-    from training.credit.fidelity import spearman
-    from training.rl import make_edit_logp_fn, make_logp_fn, old_forward
+    from training.phases import loop_credit_batch, old_forward
+    from training.studies.fidelity import spearman
 
     preset = get_preset("cf")
     _, adv, mask = shape_rewards(preset, ro, rl.max_new_tokens)
 
     def run(window):
-        old = old_forward(policy, ro, rl.micro_batch_size, capture_hidden=False, keep_kv=True)
-        logp_fn = make_logp_fn(policy, rl.micro_batch_size)
-        batch = CreditBatch(
-            prompt_ids=ro.prompt_ids, prompt_mask=ro.prompt_mask, response_ids=ro.response_ids, response_mask=mask,
-            old_logp=old.old_logp, entropy=old.entropy, advantages=adv, group_ids=ro.group_ids, hidden=None,
-            pad_token_id=tokenizer.pad_token_id, tokenizer=tokenizer, logp_fn=logp_fn,
-            generator=torch.Generator().manual_seed(0),
-            edit_logp_fn=make_edit_logp_fn(policy, ro, rl.micro_batch_size, full_logp_fn=logp_fn, source=old.kv))
+        old = old_forward(policy, ro, rl.micro_batch_size, needs=preset.needs)
+        batch = loop_credit_batch(policy, ro, old, tokenizer, rl.micro_batch_size, advantages=adv, loss_mask=mask,
+                                  rewards=None, generator=torch.Generator().manual_seed(0))
         t0 = time.perf_counter()
         with torch.no_grad():
             w, records = cf_with_spans(batch, **{**preset.knobs, "suffix_window": window})

@@ -1,8 +1,8 @@
 """Where DelTA's lambda goes on the synthetic task, by token class and side (issue 26).
 
-``python -m training.credit.delta_probe --config C --train TRAIN.jsonl --model DIR --seed S [--batches N]``
+``python -m training.studies.delta_probe --config C --train TRAIN.jsonl --model DIR --seed S [--batches N]``
 
-Per checkpoint, through the trainer's functions (``training.rl``) as ``training.credit.fidelity_run`` probes
+Per checkpoint, through the trainer's functions (``training.rl``) as ``training.studies.fidelity_run`` probes
 it: ``N`` rollout batches (``sample_rollout``, ``grade_rollout``), DelTA's reward shaping, the phase-3
 forward with the LM-head input h, then
 
@@ -12,7 +12,7 @@ forward with the LM-head input h, then
   mean lambda~, mean p = pi_old(o_t) and mean ||v|| = (1 - p) ||h|| (v, DelTA's gradient proxy), with
   95 % bootstrap intervals over responses of the lambda~ means;
 - the per-response Spearman rho of DelTA's effective credit against the exact importance (the credit-fidelity
-  pipeline, ``training.credit.fidelity``), by side and over all, with 95 % bootstrap intervals over responses.
+  pipeline, ``training.studies.fidelity``), by side and over all, with 95 % bootstrap intervals over responses.
 
 The proxy v is the sampled token's row of d log pi / d W_lm: its direction is h, which depends on the prefix
 only, not on which token was sampled. A right result and a slip written after the same prefix share h and
@@ -32,10 +32,11 @@ from common.config import load_config
 from common.io import read_jsonl
 from common.runtime import setup_runtime
 from training.credit.delta import delta_lambda, delta_reference
-from training.credit.fidelity import batch_fidelity, effective_credit
-from training.credit.fidelity_run import exact_importance
+from training.credit.gradsnr import effective_credit
+from training.phases import grade_rollout, old_forward, sample_prompts, sample_rollout, shape_rewards
 from training.presets import get_preset
-from training.rl import grade_rollout, old_forward, sample_prompts, sample_rollout, shape_rewards
+from training.studies.fidelity import batch_fidelity
+from training.studies.fidelity_run import exact_importance
 
 EOS = "eos"
 SIDES = {"right (A>0)": 1, "wrong (A<0)": -1}
@@ -77,7 +78,7 @@ def probe(cfg, model_dir: str, problems: list[dict], seed: int, batches: int) ->
         ro = sample_rollout(model, tokenizer, problems, cfg.rl, seed=seed, step=step)
         ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s)
         _, adv, mask = shape_rewards(preset, ro, cfg.rl.max_new_tokens)
-        old = old_forward(model, ro, cfg.rl.micro_batch_size, capture_hidden=True)
+        old = old_forward(model, ro, cfg.rl.micro_batch_size, needs=("hidden",))
         lam = delta_lambda(old.hidden, old.old_logp, mask, adv, **preset.knobs)  # [B, R]
         ref = delta_reference(old.hidden.double(), old.old_logp.double(), mask.double(), adv.double(),
                               **{k: v for k, v in preset.knobs.items() if k != "stats"})
@@ -129,7 +130,8 @@ def render(result: dict, label: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m training.credit.delta_probe", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m training.studies.delta_probe",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--train", required=True, help="training prompts JSONL (the RL loop's)")
     parser.add_argument("--model", required=True, action="append", help="checkpoint folder (repeatable)")

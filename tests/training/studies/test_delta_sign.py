@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from training.credit import fidelity as fd
 from training.credit.delta import delta_lambda, delta_reference
+from training.credit.gradsnr import effective_credit
 from training.presets import get_preset
+from training.studies import fidelity as fd
 
 B, R, H, DECISIVE = 4, 6, 3, 3
 ADV = torch.tensor([1.0, 1.0, -1.0, -1.0])
@@ -52,7 +53,7 @@ def lambdas(hidden, old_logp, mask) -> torch.Tensor:
 
 
 def rhos(lam: torch.Tensor, mask: torch.Tensor) -> list[float]:
-    credit = fd.effective_credit(get_preset("delta"), ADV, lam * mask, mask, max_len=R)
+    credit = effective_credit(get_preset("delta"), ADV, lam * mask, mask, max_len=R)
     return [r.rho for r in fd.batch_fidelity(1, credit, IMPORTANCE, mask, ADV)]
 
 
@@ -63,7 +64,7 @@ def test_a_discriminative_token_is_amplified_and_read_as_positive_fidelity_on_bo
     assert (lam[:, DECISIVE, None] > lam[:, others]).all(), lam
     assert all(r > 0.5 for r in rhos(lam, mask)), rhos(lam, mask)
     # the same weights read with the advantage's sign dropped would flip the wrong side: the sign is fixed
-    wrong_sign = fd.batch_fidelity(1, fd.effective_credit(get_preset("delta"), ADV.abs(), lam, mask, max_len=R),
+    wrong_sign = fd.batch_fidelity(1, effective_credit(get_preset("delta"), ADV.abs(), lam, mask, max_len=R),
                                    IMPORTANCE, mask, ADV)
     assert [r.rho < 0 for r in wrong_sign] == [False, False, True, True]
 
