@@ -169,6 +169,7 @@ def summarise(records: Sequence[ResponseFidelity], *, n_boot: int, seed: int) ->
     for key in ("rho", "decisive_share", "overlap", "decisive_token_share"):
         row[key], (row[f"{key}_lo"], row[f"{key}_hi"]) = point[key], ci[key]
     row["n_responses"] = len(records)
+    row["n_groups"] = len({(r.seed, ("row", i) if r.group is None else r.group) for i, r in enumerate(records)})
     row["n_rho"] = sum(r.rho is not None for r in records)
     row["seeds"] = sorted({r.seed for r in records})
     return row

@@ -65,13 +65,14 @@ def fidelity_markdown(rows: Sequence[Mapping[str, Any]], top_fraction: float, n_
     q = f"{100 * top_fraction:g} %"
     has_mc = any("rho_mc" in r for r in rows)
     head = ["row", "preset", "checkpoint", "ρ [95 % CI]", "decisive share % [CI]", "decisive tokens %",
-            f"top-{q} overlap % [CI]", "responses (ρ defined)", "seeds"] + (["ρ vs MC [CI] (n)"] if has_mc else [])
+            f"top-{q} overlap % [CI]", "responses (ρ defined)", "prompt groups", "seeds"]
+    head += ["ρ vs MC [CI] (n)"] if has_mc else []
     lines = ["**Credit fidelity: effective per-token credit vs ground-truth token importance**", "",
              "| " + " | ".join(head) + " |", "|" + "|".join([":---"] * 3 + ["---:"] * (len(head) - 3)) + "|"]
     for r in rows:
         cells = [r["label"], r["preset"], r["checkpoint"], _ci(r, "rho"), _ci(r, "decisive_share", True),
                  "–" if r["decisive_token_share"] is None else f"{100 * r['decisive_token_share']:.1f}",
-                 _ci(r, "overlap", True), f"{r['n_responses']} ({r['n_rho']})", r["seeds"]]
+                 _ci(r, "overlap", True), f"{r['n_responses']} ({r['n_rho']})", str(r.get("n_groups", "–")), r["seeds"]]
         if has_mc:
             cells.append(f"{_ci(r, 'rho_mc')} ({r['n_mc']})" if "rho_mc" in r else "–")
         lines.append("| " + " | ".join(cells) + " |")
@@ -85,7 +86,8 @@ def fidelity_markdown(rows: Sequence[Mapping[str, Any]], top_fraction: float, n_
         "out). Decisive share: |c| on tokens with importance != 0 over all |c|; uniform weights give the "
         f"decisive token share beside it. Top-{q} overlap: chance level for tied (uniform) credit. "
         f"Intervals: percentile bootstrap ({n_boot} resamples), seeds then prompt groups (all responses of a "
-        "drawn group; with one seed, conditional on it). `<preset>@sft`: "
+        "drawn group; with one seed, conditional on it; with a handful of groups the interval is too narrow to "
+        "trust). `<preset>@sft`: "
         "the preset's weights on the shared SFT checkpoint (same policy and rollouts for every such "
         "row)." + (" ρ vs MC: against Monte-Carlo importance (training.studies.mc_importance)." if has_mc else ""))]
     return "\n".join(lines) + "\n"
