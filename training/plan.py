@@ -265,7 +265,7 @@ def snakemake_jobs(cfg: Config) -> int:
     real = checkpoints(cfg) if available_sets(cfg) else []
     jobs += 2 * len(real) + (1 if real else 0)
     jobs += 1 if cfg.model.convert_gguf else 0
-    jobs += 1 if cfg.synthetic_task else 0  # credit_analysis
+    jobs += 1 if cfg.credit_analysis else 0  # credit_analysis
     return jobs
 
 
@@ -479,7 +479,8 @@ def slurm_resources(cfg: Config, rule: str) -> dict[str, int | str]:
 
 
 def launch_prefix(cfg: Config) -> str:
-    """The command that runs ``-m training.rl``: python, or ``accelerate launch`` over the job's GPUs.
+    """The command that runs ``-m training.rl``: python, or ``accelerate launch`` over the job's GPUs
+    (``--cpu`` over ``scale.cpu_processes`` gloo processes on a CPU machine).
 
     DeepSpeed / FSDP / LoRA / vLLM come from ``scale`` through ``GRPOConfig`` (training.trl_backend), so
     accelerate needs only the process layout. Multi-node (scale.nodes > 1) uses one ``srun`` task per
@@ -488,6 +489,8 @@ def launch_prefix(cfg: Config) -> str:
     s = cfg.scale
     if cfg.backend != "trl" or s.world_size <= 1:
         return "python"
+    if not s.gpus_per_node:  # CPU processes talk over gloo (scale.cpu_processes)
+        return f"accelerate launch --cpu --num_processes {s.world_size} --num_machines 1 --mixed_precision no"
     mp = "bf16" if s.dtype == "bfloat16" else "no"
     base = f"accelerate launch --num_processes {s.world_size} --num_machines {s.nodes} --mixed_precision {mp}"
     if s.nodes == 1:
