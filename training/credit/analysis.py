@@ -79,8 +79,9 @@ from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
 from training.credit import CreditBatch
 from training.credit.analysis_figures import bar_figure, heatmaps
-from training.credit.cf import ANSWER_MARKERS, CFSpanRecord, cf_spans, cf_with_spans, token_pieces
+from training.credit.cf import CFSpanRecord, cf_with_spans, token_pieces
 from training.credit.delta import delta_lambda
+from training.credit.real_text import SPAN_KINDS, real_text_summary, response_structure
 from training.data import NAMES, OBJECTS, RESTATEMENT_RE, SCAFFOLD
 from training.presets import Preset, get_preset
 from training.rl import (
@@ -99,7 +100,6 @@ CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of 
 CLASSES: tuple[str, ...] = (SCAFFOLDING, CALCULATION, ANSWER, OTHER)
 TABLE_CLASSES: tuple[str, ...] = (SCAFFOLDING, CALCULATION, CALC_OPERANDS, CALC_RESULT, ANSWER, OTHER, "all")
 SIDES: tuple[str, ...] = ("A>0", "A<0", "A=0", "all")
-SPAN_KINDS: tuple[str, ...] = ("arithmetic", "sentence")  # training.credit.cf.detect_spans kinds
 CRITICAL_THRESHOLD = math.log(2.0)  # I(s) >= ln 2: masking s at least halves P(answer)
 
 ANSWER_MARKER = "\\boxed{"
@@ -332,43 +332,6 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
         w, records = cf_with_spans(batch, **cf_preset.knobs)
     return BatchCredit(rollout=ro, delta_adv=d_adv, delta_mask=d_mask, lam=lam, cf_adv=c_adv, cf_mask=c_mask,
                        cf_w=w * c_mask, spans=tuple(records))
-
-
-def response_structure(ro: Rollout, tokenizer: Any, cf_preset: Preset) -> list[dict[str, Any]]:
-    """Per response, what CF's span detection finds (``cf.cf_spans`` with the preset's knobs): the answer
-    marker (which of ``ANSWER_MARKERS``, or None) and the number and kinds of counterfactual spans. On real
-    model text this says whether CF has anything to score (issue 24), independent of the advantages."""
-    stops = [tokenizer.eos_token_id, tokenizer.pad_token_id]
-    knobs, cache, out = cf_preset.knobs, {}, []
-    for i in range(ro.response_ids.shape[0]):
-        sp = cf_spans(ro.response_ids[i].tolist(), tokenizer, stop_ids=stops, max_spans=knobs["max_spans"],
-                      span_stop=knobs["span_stop"], reasoning_cap=None, pieces_cache=cache)
-        text = "".join(token_pieces(ro.response_ids[i, :sp.clean_end].tolist(), tokenizer, cache)).lower()
-        marker = next((m for m in ANSWER_MARKERS if m in text), None)
-        out.append({"marker": marker, "n_spans": len(sp.spans), "kinds": list(sp.kinds)})
-    return out
-
-
-def real_text_summary(structure: Sequence[Mapping[str, Any]], records: Sequence[CFSpanRecord],
-                      n_scored: int) -> dict[str, Any]:
-    """Spans per response, share with a scorable answer marker (by marker), and the counterfactual drops
-    I(s) of the spans CF scored (only responses with a non-zero advantage are scored)."""
-    n = len(structure)
-    drops = [r.drop for r in records]
-    markers = {m: sum(s["marker"] == m for s in structure) for m in ANSWER_MARKERS}
-    return {
-        "n_responses": n,
-        "share_with_marker": sum(s["marker"] is not None for s in structure) / n if n else None,
-        "markers": markers,
-        "spans_per_response": statistics.fmean(s["n_spans"] for s in structure) if n else None,
-        "share_with_spans": sum(s["n_spans"] > 0 for s in structure) / n if n else None,
-        "spans_by_kind": {k: sum(s["kinds"].count(k) for s in structure) for k in SPAN_KINDS},
-        "n_responses_scored": n_scored,
-        "n_spans_scored": len(drops),
-        "drop": {**describe(drops), "median": statistics.median(drops), "min": min(drops), "max": max(drops)}
-        if drops else None,
-        "share_drop_positive": sum(d > 0 for d in drops) / len(drops) if drops else None,
-    }
 
 
 # --------------------------------------------------------------------------------------------------
