@@ -491,7 +491,8 @@ def slurm_resources(cfg: Config, rule: str) -> dict[str, int | str]:
 
 def launch_prefix(cfg: Config) -> str:
     """The command that runs ``-m training.rl``: python, or ``accelerate launch`` over the job's GPUs
-    (``--cpu`` over ``scale.cpu_processes`` gloo processes on a CPU machine).
+    (on a CPU machine ``torchrun`` over ``scale.cpu_processes`` gloo processes: ``accelerate launch --cpu
+    --num_processes N`` runs a single process unless MPI is configured, measured in issue 24).
 
     DeepSpeed / FSDP / LoRA / vLLM come from ``scale`` through ``GRPOConfig`` (training.trl_backend), so
     accelerate needs only the process layout. Multi-node (scale.nodes > 1) uses one ``srun`` task per
@@ -500,8 +501,8 @@ def launch_prefix(cfg: Config) -> str:
     s = cfg.scale
     if cfg.backend != "trl" or s.world_size <= 1:
         return "python"
-    if not s.gpus_per_node:  # CPU processes talk over gloo (scale.cpu_processes)
-        return f"accelerate launch --cpu --num_processes {s.world_size} --num_machines 1 --mixed_precision no"
+    if not s.gpus_per_node:  # CPU processes over gloo; `accelerate launch --cpu` starts one process without MPI
+        return f"torchrun --standalone --nproc_per_node {s.world_size}"
     mp = "bf16" if s.dtype == "bfloat16" else "no"
     base = f"accelerate launch --num_processes {s.world_size} --num_machines {s.nodes} --mixed_precision {mp}"
     if s.nodes == 1:

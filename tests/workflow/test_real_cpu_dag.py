@@ -1,5 +1,5 @@
 """real_cpu (issue 24) in the DAG: a dry run lists the four methods, credit analysis on real text and the
-before/after evaluation; the trl_cpu2 overlay launches rule rl as two gloo processes under accelerate."""
+before/after evaluation; the trl_cpu2 overlay launches rule rl as two gloo processes under torchrun."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def test_real_cpu_dry_run_has_every_method_credit_analysis_and_real_eval(tmp_pat
 def test_trl_cpu2_overlay_launches_two_gloo_processes_from_the_rule(tmp_path):
     text = snakemake(tmp_path, "-n", "-p", "--configfile", str(EXPERIMENTS / "real_cpu.yaml"), str(OVERLAY))
     rl = [line for line in text.splitlines() if "-m training.rl" in line]
-    assert len(rl) == 4 and all("-m accelerate.commands.launch --cpu --num_processes 2" in line for line in rl)
+    assert len(rl) == 4 and all("-m torch.distributed.run --standalone --nproc_per_node 2" in line for line in rl)
     cfg = config_from_dict(resolved(tmp_path, EXPERIMENTS / "real_cpu.yaml", OVERLAY))
     assert cfg.backend == "trl" and cfg.scale.world_size == 2
-    assert launch_prefix(cfg) == "accelerate launch --cpu --num_processes 2 --num_machines 1 --mixed_precision no"
+    assert launch_prefix(cfg) == "torchrun --standalone --nproc_per_node 2"
 
 
 def test_cpu_processes_need_backend_trl_on_cpu(tmp_path):
