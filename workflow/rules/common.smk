@@ -43,9 +43,8 @@ def rl_config_digest(wildcards) -> str:
 # Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
 # runtime.portable_kernels (the CI DAG) adds the CPU-independent kernels (common.config.RuntimeConfig.env).
 PY = f"{CFG.runtime.env} {sys.executable}"
-# accelerate / torchrun through this interpreter (`python -m ...`), not whatever is on PATH.
-_launch = launch_prefix(CFG).replace("accelerate launch", f"{sys.executable} -m accelerate.commands.launch", 1)
-_launch = _launch.replace("torchrun", f"{sys.executable} -m torch.distributed.run", 1)
+# CPU processes (scale.cpu_processes): torchrun through this interpreter, not whatever is on PATH.
+_launch = launch_prefix(CFG).replace("torchrun", f"{sys.executable} -m torch.distributed.run", 1)
 RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
 RL_THREADS = CFG.scale.cpu_processes  # CPU processes of one rl job (backend trl; 1 otherwise)
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
