@@ -220,6 +220,7 @@ class TrainDataConfig:
     answer_field: str
     template: str
     limit: int | None
+    max_solution_steps: int | None
 
 
 @dataclass(frozen=True)
@@ -262,11 +263,12 @@ class ScaleConfig:
     per_device_batch: int | None
     grad_accum: int
     max_prompt_tokens: int | None
+    cpu_processes: int = 1
 
     @property
     def world_size(self) -> int:
-        """Training processes (one per GPU; 1 on CPU)."""
-        return max(1, self.nodes * self.gpus_per_node)
+        """Training processes: one per GPU; on CPU ``cpu_processes`` (gloo, backend trl)."""
+        return max(1, self.nodes * self.gpus_per_node) if self.gpus_per_node else self.cpu_processes
 
 
 def _build_scale(section: Mapping[str, Any]) -> ScaleConfig:
@@ -310,6 +312,11 @@ class Config:
     def synthetic_task(self) -> bool:
         """True when training prompts come from ``training.data`` (no dataset or hub source configured)."""
         return not (self.train_data.dataset or self.train_data.source)
+
+    @property
+    def credit_analysis(self) -> bool:
+        """Rule credit_analysis runs: the synthetic task, or a CPU-size real model (``model.convert_gguf``)."""
+        return self.synthetic_task or self.model.convert_gguf
 
 
 def _with_defaults(validator_class):
@@ -443,6 +450,10 @@ def _check_cross_keys(data: Mapping[str, Any]) -> None:
         if m["num_heads"] % m["num_kv_heads"]:
             raise ConfigError(f"config key 'model/num_kv_heads': model.num_heads {m['num_heads']} is not "
                               f"divisible by num_kv_heads {m['num_kv_heads']}")
+    sc = data["scale"]
+    if sc["cpu_processes"] > 1 and (data["backend"] != "trl" or sc["gpus_per_node"]):
+        raise ConfigError(f"config key 'scale/cpu_processes': {sc['cpu_processes']} processes need backend trl on "
+                          f"CPU (backend {data['backend']!r}, gpus_per_node {sc['gpus_per_node']}); set it to 1")
     t = data["task"]
     if t["min_ops"] > t["max_ops"]:
         raise ConfigError(f"config key 'task/min_ops': {t['min_ops']} > task.max_ops {t['max_ops']} (empty range)")

@@ -19,13 +19,17 @@ Memory per GPU (GB = 1e9 bytes) for the trainer, per method (a KL term needs a r
   layer's full activations. x2 in float32.
 - logits: backend trl (TRL >= 1.16 fused, chunked LM head: ``trl/kernels/chunked_logprob.py``) keeps
   fp32 tiles of at most 4,096 tokens x 32,768 vocabulary entries, counted twice (forward and backward
-  buffers); backend native materialises the logits: 8 bytes per (completion token, vocab entry)
-  [ASSUMPTION: bf16 logits, the temperature-scaled copy and their gradient, plus fp32 slack].
+  buffers); backend native materialises the logits of a micro-batch (``rl.micro_batch_size`` sequences):
+  8 bytes per (prompt + completion token, vocab entry), HF computing every position's logits
+  [ASSUMPTION: the logits, the log-softmax copy and their gradient]. Activations count the same
+  micro-batch (issue 24: counting one sequence and completion tokens only was 30x low on SmolLM2).
 - DelTA (presets whose ``needs`` holds "hidden") keeps the LM-head inputs of the process's whole generation batch
   (sequences x max_new_tokens x hidden, bf16 on the host when offloaded; ``training.credit.delta``
   streams it in fp32 row chunks of at most 1 GiB, so no full-precision copy): checked against
   ``--host-mem-gb`` per node.
-- a fixed framework overhead (CUDA context, NCCL buffers, allocator fragmentation) [ASSUMPTION, 3 GB].
+- a fixed framework overhead (CUDA context, NCCL buffers, allocator fragmentation) [ASSUMPTION, 3 GB];
+  on CPU (gpus_per_node 0) the process's runtime instead, 0.5 GB (measured: 0.25 GB RSS after importing
+  torch, transformers and TRL, plus the grader's and allocator's share). Memory is then per process.
 - vLLM colocate reserves ``gpu_memory_utilization`` x GPU memory on every training GPU; inside it go
   the bf16 weights / tensor_parallel_size, 2 GB [ASSUMPTION] of vLLM activations and graphs, and the KV
   cache (2 x layers x kv_heads x head_dim x 2 bytes per token / TP), which must hold at least one whole
@@ -146,6 +150,7 @@ class Assumptions:
     response_frac: float = 0.5
     prompt_tokens: int = 200
     overhead_gb: float = 3.0
+    cpu_overhead_gb: float = 0.5
     vllm_overhead_gb: float = 2.0
     logit_bytes: float = 8.0
 
@@ -265,7 +270,7 @@ def snakemake_jobs(cfg: Config) -> int:
     real = checkpoints(cfg) if available_sets(cfg) else []
     jobs += 2 * len(real) + (1 if real else 0)
     jobs += 1 if cfg.model.convert_gguf else 0
-    jobs += 1 if cfg.synthetic_task else 0  # credit_analysis
+    jobs += 1 if cfg.credit_analysis else 0  # credit_analysis
     return jobs
 
 
@@ -274,8 +279,11 @@ def _shard(n_bytes: float, world: int, sharded: bool) -> float:
 
 
 def memory_per_gpu(shape: ModelShape, scale: ScaleConfig, preset: Preset, *, max_prompt: int, max_new: int,
-                   a: Assumptions, gpu_mem_gb: float, backend: str = "trl") -> Memory:
-    """Peak trainer memory per GPU (module docstring) for one preset under ``scale``."""
+                   a: Assumptions, gpu_mem_gb: float, backend: str = "trl", micro_batch: int | None = None) -> Memory:
+    """Peak trainer memory per GPU (per process on CPU; module docstring) for one preset under ``scale``.
+
+    ``micro_batch``: sequences of one native forward (``rl.micro_batch_size``); backend trl uses
+    ``scale.per_device_batch``."""
     w = scale.world_size
     zero = 3 if scale.fsdp else {None: 0, "zero1": 1, "zero2": 2, "zero3": 3}[scale.deepspeed]
     b = 2 if scale.dtype == "bfloat16" else 4
@@ -296,14 +304,15 @@ def memory_per_gpu(shape: ModelShape, scale: ScaleConfig, preset: Preset, *, max
         act = t * (shape.layers * shape.hidden * b + per_token_layer)
     else:
         act = t * shape.layers * per_token_layer
-    bsz = scale.per_device_batch or 1
+    bsz = (micro_batch if backend != "trl" and micro_batch else scale.per_device_batch) or 1
     if backend == "trl":
         logits = 2 * min(bsz * max_new, TRL_TOKEN_TILE) * min(shape.vocab, TRL_VOCAB_TILE) * 4
     else:
-        logits = bsz * max_new * shape.vocab * a.logit_bytes
+        logits = bsz * t * shape.vocab * a.logit_bytes  # HF computes every position's logits (prompt too)
     vllm = scale.vllm.gpu_memory_utilization * gpu_mem_gb * GB if scale.vllm.mode == "colocate" else 0.0
+    overhead = a.overhead_gb if scale.gpus_per_node else a.cpu_overhead_gb
     return Memory(weights / GB, grads / GB, optimizer / GB, reference / GB, bsz * act / GB, logits / GB,
-                  a.overhead_gb, vllm / GB, sleep_mode=scale.vllm.sleep_mode and scale.vllm.mode == "colocate")
+                  overhead, vllm / GB, sleep_mode=scale.vllm.sleep_mode and scale.vllm.mode == "colocate")
 
 
 def vllm_fit(shape: ModelShape, scale: ScaleConfig, *, seq_len: int, a: Assumptions, gpu_mem_gb: float) -> VLLMFit:
@@ -392,10 +401,12 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
     for method in cfg.methods:
         preset = get_preset(method, cfg.algorithms.get(method))
         mem = memory_per_gpu(shape, scale, preset, max_prompt=max_prompt, max_new=rl.max_new_tokens, a=a,
-                             gpu_mem_gb=mem_gb, backend=cfg.backend)
+                             gpu_mem_gb=mem_gb, backend=cfg.backend,
+                             micro_batch=min(rl.micro_batch_size, batch // max(1, world)))
         if "hidden" in preset.needs:
             seqs = batch // max(1, world)  # the local generation batch of one process
-            per_proc = (seqs * rl.max_new_tokens * shape.hidden * 2 + CHUNK_BYTES) / GB  # bf16 store + one chunk
+            store = seqs * rl.max_new_tokens * shape.hidden * 2
+            per_proc = (store + min(CHUNK_BYTES, 2 * store)) / GB  # bf16 store + one fp32 chunk (<= 1 GiB)
             per_node = per_proc * max(1, scale.gpus_per_node)
             msg = (f"{method}: DelTA keeps h of {seqs} sequences x {rl.max_new_tokens} tokens x {shape.hidden} "
                    f"(bf16, streamed in fp32 chunks) = {per_proc:,.1f} GB per process, {per_node:,.1f} GB per node")
@@ -479,7 +490,9 @@ def slurm_resources(cfg: Config, rule: str) -> dict[str, int | str]:
 
 
 def launch_prefix(cfg: Config) -> str:
-    """The command that runs ``-m training.rl``: python, or ``accelerate launch`` over the job's GPUs.
+    """The command that runs ``-m training.rl``: python, or ``accelerate launch`` over the job's GPUs
+    (on a CPU machine ``torchrun`` over ``scale.cpu_processes`` gloo processes: ``accelerate launch --cpu
+    --num_processes N`` runs a single process unless MPI is configured, measured in issue 24).
 
     DeepSpeed / FSDP / LoRA / vLLM come from ``scale`` through ``GRPOConfig`` (training.trl_backend), so
     accelerate needs only the process layout. Multi-node (scale.nodes > 1) uses one ``srun`` task per
@@ -488,6 +501,8 @@ def launch_prefix(cfg: Config) -> str:
     s = cfg.scale
     if cfg.backend != "trl" or s.world_size <= 1:
         return "python"
+    if not s.gpus_per_node:  # CPU processes over gloo; `accelerate launch --cpu` starts one process without MPI
+        return f"torchrun --standalone --nproc_per_node {s.world_size}"
     mp = "bf16" if s.dtype == "bfloat16" else "no"
     base = f"accelerate launch --num_processes {s.world_size} --num_machines {s.nodes} --mixed_precision {mp}"
     if s.nodes == 1:

@@ -16,6 +16,8 @@ Prompts are rendered with ``train_data.template``: ``plain`` is the synthetic ta
 ``Question: ...\\nAnswer:`` (``training.data.PROMPT_TEMPLATE``); any other name goes through
 ``evaluation.templates.render`` with the model's tokenizer (``model.source``), the same prompts the
 evaluation uses. The held-out file is written empty (real recipes evaluate registered benchmarks).
+``max_solution_steps`` keeps the problems a small model can sometimes solve (``real_cpu``: GSM8K's one-
+and two-step problems), so that some groups have a reward variance to learn from.
 """
 
 from __future__ import annotations
@@ -54,9 +56,19 @@ def load_problems(td: TrainDataConfig, *, data_dir: str | None = None) -> tuple[
     else:
         raise ValueError("train_data: set dataset (registered) or source (hub id); both null = the synthetic task "
                          "(python -m training.data)")
+    if td.max_solution_steps is not None:  # GSM8K's calculator annotations count the solution's steps
+        problems = [p for p in problems if solution_steps(p) <= td.max_solution_steps]
+        if not problems:
+            raise ValueError(f"train_data.max_solution_steps {td.max_solution_steps}: no problem left (the set's "
+                             "rows need a reference solution with <<...>> steps, as GSM8K's)")
     if td.limit:
         problems = problems[: td.limit]
     return problems, prov
+
+
+def solution_steps(problem: Any) -> int:
+    """Calculator steps (``<<expr=result>>``) of a GSM8K reference solution; 0 when it has none."""
+    return str(problem.meta.get("solution", "")).count("<<")
 
 
 def prompt_renderer(cfg: Config) -> Callable[[Any], str]:

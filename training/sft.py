@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     seed_everything(cfg.sft.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model).to(device)
-    examples = encode_examples(tokenizer, read_jsonl(args.train))
+    # steps 0 (the real recipes: RL from the given model) copies the model; real prompts have no solutions
+    examples = encode_examples(tokenizer, read_jsonl(args.train)) if cfg.sft.steps else []
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.sft.lr, weight_decay=cfg.sft.weight_decay)
     steps, warm = cfg.sft.steps, cfg.sft.warmup_steps
     sched = torch.optim.lr_scheduler.LambdaLR(

@@ -463,7 +463,7 @@ def _make_callback_class():
                     "step": done - 1, **tr.batch_stats, "time": seconds,
                     "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                     "wall_clock": self.wall_offset + time.perf_counter() - self.t_start,
-                    "backend": "trl", "global_step": state.global_step,
+                    "backend": "trl", "global_step": state.global_step, "processes": tr.accelerator.num_processes,
                     **({"peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20} if torch.cuda.is_available() else {}),
                 })
                 print(f"[{tr.preset.name}] step {done}/{self.total_steps} acc {tr.batch_stats.get('accuracy', 0):.3f} "

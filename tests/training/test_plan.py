@@ -178,7 +178,12 @@ def test_logits_memory_by_backend():
     trl = memory_per_gpu(q, s, get_preset("dapo"), backend="trl", **kw)
     native = memory_per_gpu(q, s, get_preset("dapo"), backend="native", **kw)
     assert trl.logits * GB == 2 * 4096 * 32768 * 4  # TRL's fused LM head tiles
-    assert native.logits * GB == 20480 * 151936 * 8
+    assert native.logits * GB == (2048 + 20480) * 151936 * 8  # every position's logits (HF), one sequence
+    micro = memory_per_gpu(q, s, get_preset("dapo"), backend="native", micro_batch=4, **kw)
+    assert micro.logits == pytest.approx(4 * native.logits)
+    assert micro.activations == pytest.approx(4 * native.activations)
+    cpu = memory_per_gpu(q, _scale(), get_preset("dapo"), backend="native", **kw)
+    assert cpu.overhead == Assumptions().cpu_overhead_gb and native.overhead == Assumptions().overhead_gb
 
 
 def test_slurm_resources_and_launch_prefix():

@@ -97,3 +97,33 @@ def test_ablations_recipe_trains_every_preset_on_the_default_budget():
     abl, default = _load("ablations.yaml"), load_config(REPO_ROOT / "config" / "config.yaml")
     assert sorted(abl.methods) == sorted(PRESETS)
     assert (abl.rl, abl.sft, abl.task, abl.model) == (default.rl, default.sft, default.task, default.model)
+
+
+def test_gsm8k_train_one_step_problems_and_sft_with_zero_steps_on_real_prompts(tmp_path, tiny_env):
+    """real_cpu's prompts: GSM8K-train's problems with <= 1 calculator step (499 of 7473), before ``limit``;
+    an SFT stage of 0 steps copies the model although real prompt rows carry no worked solution."""
+    import json
+
+    import yaml
+
+    from training import sft
+    from training.prepare_data import load_problems, main, solution_steps
+
+    base = {"experiment": "pd", "output_dir": str(tmp_path), "seeds": [1], "methods": ["dapo"]}
+    cfg = config_from_dict({**base, "train_data": {"dataset": "gsm8k_train", "template": "plain",
+                                                   "max_solution_steps": 1}})
+    problems, prov = load_problems(cfg.train_data)
+    assert len(problems) == 499 and max(map(solution_steps, problems)) == 1 and prov["sha256"].startswith("17f347dc")
+    limited = config_from_dict({**base, "train_data": {"dataset": "gsm8k_train", "max_solution_steps": 1, "limit": 5}})
+    assert [p.id for p in load_problems(limited.train_data)[0]] == [p.id for p in problems[:5]]
+    with pytest.raises(ConfigError, match="max_solution_steps"):
+        config_from_dict({**base, "train_data": {"dataset": "gsm8k_train", "max_solution_steps": 0}})
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**base, "sft": {"steps": 0},
+                                    "train_data": {"dataset": "gsm8k_train", "template": "plain", "limit": 4}}))
+    out = {k: tmp_path / f"{k}.json" for k in ("train", "heldout", "manifest")}
+    main(["--config", str(path), *[x for k, v in out.items() for x in (f"--{k}", str(v))]])
+    assert "solution" not in json.loads(out["train"].read_text().splitlines()[0])
+    sft.main(["--config", str(path), "--model", str(tiny_env["model"]), "--train", str(out["train"]),
+              "--out", str(tmp_path / "sft"), "--metrics", str(tmp_path / "m.jsonl")])
+    assert (tmp_path / "sft" / "config.json").exists()

@@ -145,6 +145,7 @@ def test_two_trl_steps_on_cpu_write_checkpoints_and_metrics(tiny_env, tmp_path):
                           "peak_rss_mb", "wall_clock", "response_length", "truncated_frac", "entropy",
                           "weight_mean", "weight_std"}
         assert set(r["time"]) == {"rollout", "reward", "old_logp", "credit", "update", "checkpoint", "total"}
+        assert r["processes"] == 1 and r["backend"] == "trl"
     before, after = load_file(str(tiny_env["model"] / "model.safetensors")), \
         load_file(str(tmp_path / "checkpoints" / "step2" / "model.safetensors"))
     assert (tmp_path / "checkpoints" / "step1" / "tokenizer.json").exists()

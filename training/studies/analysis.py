@@ -91,13 +91,13 @@ from training.phases import (
 )
 from training.presets import Preset, get_preset
 from training.studies.analysis_figures import bar_figure, heatmaps
+from training.studies.real_text import SPAN_KINDS, real_text_summary, response_structure
 
 SCAFFOLDING, CALCULATION, ANSWER, OTHER = "scaffolding", "calculation", "answer", "other"
 CALC_OPERANDS, CALC_RESULT = "calc_operands", "calc_result"  # the two parts of a calculation
 CLASSES: tuple[str, ...] = (SCAFFOLDING, CALCULATION, ANSWER, OTHER)
 TABLE_CLASSES: tuple[str, ...] = (SCAFFOLDING, CALCULATION, CALC_OPERANDS, CALC_RESULT, ANSWER, OTHER, "all")
 SIDES: tuple[str, ...] = ("A>0", "A<0", "A=0", "all")
-SPAN_KINDS: tuple[str, ...] = ("arithmetic", "sentence")  # training.credit.cf.detect_spans kinds
 CRITICAL_THRESHOLD = math.log(2.0)  # I(s) >= ln 2: masking s at least halves P(answer)
 
 ANSWER_MARKER = "\\boxed{"
@@ -482,12 +482,14 @@ def run_analysis(
     picks: list[tuple[int, int]] = []
     scored: set[tuple[int, int]] = set()  # (step, row) of completions CF scored
     by_response: dict[tuple[int, int], list[tuple[str, float]]] = {}  # their spans' (kind, I)
+    structure: list[dict[str, Any]] = []  # per response: answer marker and spans CF detects
     for step in range(batches):
         ro = sample_rollout(model, tokenizer, problems, cfg.rl, seed=seed, step=step, sampler=sampler)
         ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
         bc = analyse_batch(model, tokenizer, ro, cfg, delta_preset=delta_preset, cf_preset=cf_preset,
                            generator=generator)
         rows += response_rows(bc, tokenizer)
+        structure += response_structure(ro, tokenizer, cf_preset)
         spans += bc.spans
         scored |= {(step, r.row) for r in bc.spans}
         for r in bc.spans:
@@ -533,6 +535,7 @@ def run_analysis(
             "critical_definition": critical_definition(critical_threshold),
             "critical_threshold": critical_threshold,
             "n_completions_scored": len(scored),
+            "real_text": real_text_summary(structure, spans, len(scored)),
             **headline_cf,
             "table": cf_rows,
         },

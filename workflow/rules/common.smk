@@ -45,8 +45,10 @@ def rl_config_digest(wildcards) -> str:
 # Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
 # runtime.portable_kernels (the CI DAG) adds the CPU-independent kernels (common.config.RuntimeConfig.env).
 PY = f"{CFG.runtime.env} {sys.executable}"
-_launch = launch_prefix(CFG)
+# CPU processes (scale.cpu_processes): torchrun through this interpreter, not whatever is on PATH.
+_launch = launch_prefix(CFG).replace("torchrun", f"{sys.executable} -m torch.distributed.run", 1)
 RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
+RL_THREADS = CFG.scale.cpu_processes  # CPU processes of one rl job (backend trl; 1 otherwise)
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
 
 
@@ -69,9 +71,10 @@ def eval_targets() -> list[str]:
 
 
 def analysis_runs() -> list[tuple[str, str, int]]:
-    """(name, model folder, seed) of each credit analysis (training.studies.analysis), synthetic task only:
-    the shared SFT checkpoint and the final checkpoint of the first seed of delta and cf if configured."""
-    if not CFG.synthetic_task:
+    """(name, model folder, seed) of each credit analysis (training.studies.analysis), when Config.credit_analysis:
+    the shared SFT checkpoint and the final checkpoint of the first seed of delta and cf if configured;
+    also on real text with the CPU-size real model (model.convert_gguf)."""
+    if not CFG.credit_analysis:
         return []
     seed, step = CFG.seeds[0], CFG.rl.steps
     runs = [("sft", f"{OUT}/models/sft", seed)]

@@ -1,4 +1,6 @@
 rule make_data:
+    input:  # real prompts are rendered with the model's chat template (training.prepare_data)
+        source=[CFG.model.source] if CFG.model.convert_gguf and not CFG.synthetic_task else [],
     output:
         train=f"{OUT}/data/train.jsonl",
         heldout=f"{OUT}/data/heldout.jsonl",

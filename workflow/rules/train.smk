@@ -36,7 +36,7 @@ rule rl:
         f"{OUT}/logs/rl/{{method}}_seed{{seed}}.log",
     conda:
         "../../envs/train.yaml"
-    threads: 1
+    threads: RL_THREADS
     resources:
         **slurm_resources(CFG, "rl"),
     shell:

@@ -336,3 +336,27 @@ def test_e2e_files_and_cli(e2e, tiny_env, tmp_path) -> None:
         assert cli["delta"]["knobs"]["K"] == 1 and cli["cf"]["knobs"]["boost"] == 4.0
     with pytest.raises(SystemExit):  # unpaired --seed
         ca.main(common + list(runs[0]) + ["--model-dir", str(tiny_env["model"])])
+
+
+def test_e2e_real_text_block_counts_markers_spans_and_drops(e2e) -> None:
+    """summary cf.real_text (issue 24): every worked solution has a \\boxed{ marker and n_ops + 1 spans."""
+    cfg, out, summary = e2e
+    rt, cf = summary["cf"]["real_text"], summary["cf"]
+    n = cfg.rl.prompts_per_step * cfg.rl.group_size
+    assert rt["n_responses"] == n and rt["share_with_marker"] == 1.0
+    assert rt["markers"] == {"final answer": 0, "####": 0, "\\boxed{": n}
+    assert rt["spans_per_response"] == cfg.task.max_ops + 1 and rt["share_with_spans"] == 1.0
+    assert rt["spans_by_kind"] == {"arithmetic": n * cfg.task.max_ops, "sentence": n}
+    assert rt["n_responses_scored"] == cf["n_completions_scored"] and rt["n_spans_scored"] == cf["n_spans"]["all"]
+    drops = [s["drop"] for r in read_jsonl(out / "tokens.jsonl") for s in r["cf_spans"]]
+    assert rt["drop"]["n"] == len(drops) and rt["drop"]["max"] == pytest.approx(max(drops), abs=1e-6)
+    assert rt["share_drop_positive"] == pytest.approx(sum(d > 0 for d in drops) / len(drops))
+
+
+def test_real_text_summary_without_markers_or_scored_spans() -> None:
+    structure = [{"marker": None, "n_spans": 0, "kinds": []}, {"marker": "####", "n_spans": 2,
+                                                              "kinds": ["sentence", "arithmetic"]}]
+    rt = ca.real_text_summary(structure, [], 0)
+    assert rt["share_with_marker"] == 0.5 and rt["markers"]["####"] == 1 and rt["spans_per_response"] == 1.0
+    assert rt["spans_by_kind"] == {"arithmetic": 1, "sentence": 1} and rt["drop"] is None
+    assert rt["share_drop_positive"] is None and rt["n_spans_scored"] == 0

@@ -1,0 +1,61 @@
+"""What CF's span detection finds on real model text (issue 24): answer markers, spans, drops.
+
+On the synthetic task every worked solution ends in ``\\boxed{}`` and has calculation spans; a real small
+model's text may have neither, and then CF has nothing to score (its weights fall back to the uniform
+prior). ``training.studies.analysis`` adds :func:`real_text_summary` to ``summary.json`` (``cf.real_text``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from training.credit.cf import ANSWER_MARKERS, CFSpanRecord, cf_spans, token_pieces
+from training.phases import Rollout
+from training.presets import Preset
+
+SPAN_KINDS: tuple[str, ...] = ("arithmetic", "sentence")  # training.credit.cf.detect_spans kinds
+
+
+def describe(values: Sequence[float]) -> dict[str, Any]:
+    """n, mean, sample sd, median, min, max of the drops."""
+    return {"n": len(values), "mean": statistics.fmean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else None,
+            "median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def response_structure(ro: Rollout, tokenizer: Any, cf_preset: Preset) -> list[dict[str, Any]]:
+    """Per response, what CF's span detection finds (``cf.cf_spans`` with the preset's knobs): the answer
+    marker (which of ``ANSWER_MARKERS``, or None) and the number and kinds of counterfactual spans. On real
+    model text this says whether CF has anything to score (issue 24), independent of the advantages."""
+    stops = [tokenizer.eos_token_id, tokenizer.pad_token_id]
+    knobs, cache, out = cf_preset.knobs, {}, []
+    for i in range(ro.response_ids.shape[0]):
+        sp = cf_spans(ro.response_ids[i].tolist(), tokenizer, stop_ids=stops, max_spans=knobs["max_spans"],
+                      span_stop=knobs["span_stop"], reasoning_cap=None, pieces_cache=cache)
+        text = "".join(token_pieces(ro.response_ids[i, :sp.clean_end].tolist(), tokenizer, cache)).lower()
+        marker = next((m for m in ANSWER_MARKERS if m in text), None)
+        out.append({"marker": marker, "n_spans": len(sp.spans), "kinds": list(sp.kinds)})
+    return out
+
+
+def real_text_summary(structure: Sequence[Mapping[str, Any]], records: Sequence[CFSpanRecord],
+                      n_scored: int) -> dict[str, Any]:
+    """Spans per response, share with a scorable answer marker (by marker), and the counterfactual drops
+    I(s) of the spans CF scored (only responses with a non-zero advantage are scored)."""
+    n = len(structure)
+    drops = [r.drop for r in records]
+    markers = {m: sum(s["marker"] == m for s in structure) for m in ANSWER_MARKERS}
+    return {
+        "n_responses": n,
+        "share_with_marker": sum(s["marker"] is not None for s in structure) / n if n else None,
+        "markers": markers,
+        "spans_per_response": statistics.fmean(s["n_spans"] for s in structure) if n else None,
+        "share_with_spans": sum(s["n_spans"] > 0 for s in structure) / n if n else None,
+        "spans_by_kind": {k: sum(s["kinds"].count(k) for s in structure) for k in SPAN_KINDS},
+        "n_responses_scored": n_scored,
+        "n_spans_scored": len(drops),
+        "drop": describe(drops) if drops else None,
+        "share_drop_positive": sum(d > 0 for d in drops) / len(drops) if drops else None,
+    }
