@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,6 +17,7 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
+from common.coerce import coerce, schema_types
 from common.io import write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -346,7 +346,7 @@ def validate_config(raw: Mapping[str, Any]) -> dict:
     Strings are first read as the numbers / booleans / nulls the schema asks for: PyYAML (YAML 1.1) reads
     ``1e-4`` as a string, and Snakemake's ``--config 'rl={lr: 1e-4}'`` delivers every nested value as one."""
     schema = load_schema()
-    data = _coerce(json.loads(json.dumps(raw)), schema)  # deep copy, plain types
+    data = coerce(json.loads(json.dumps(raw)), schema)  # deep copy, plain types
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
@@ -363,57 +363,6 @@ def validate_config(raw: Mapping[str, Any]) -> dict:
 
 
 GPQA_ENV_VAR = "CREDITBENCH_GPQA_DIR"
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-_INT = re.compile(r"^[+-]?\d+$")
-
-
-def _types(schema: Mapping[str, Any]) -> set[str]:
-    t = schema.get("type", ())
-    return {t} if isinstance(t, str) else set(t)
-
-
-def _scalar(value: str, types: set[str]) -> Any:
-    """``value`` as the first schema type it spells; unchanged when it spells none (the validator names it)."""
-    text = value.strip()
-    if "integer" in types and _INT.match(text):
-        return int(text)
-    if "number" in types and _NUMBER.match(text):
-        return int(text) if _INT.match(text) else float(text)
-    if "boolean" in types and text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if "null" in types and text.lower() in ("null", "~", "none"):
-        return None
-    return value
-
-
-def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
-    """Walk ``value`` beside ``schema``, reading strings as the non-string types the schema expects; in
-    free-form objects (``algorithms``' knobs) a string that spells a number becomes that number."""
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        out = {}
-        for key, item in value.items():
-            sub = props.get(key, extra if isinstance(extra, Mapping) else None)
-            if sub is not None:
-                out[key] = _coerce(item, sub)
-            elif not props and isinstance(item, str) and _NUMBER.match(item.strip()):
-                out[key] = _scalar(item, {"number"})
-            elif not props and isinstance(item, (dict, list)):
-                out[key] = _coerce(item, {})
-            else:
-                out[key] = item
-        return out
-    if isinstance(value, list):
-        items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
-        return [_coerce(v, items) for v in value]
-    if isinstance(value, str):
-        types = _types(schema)
-        if types and "string" not in types:
-            return _scalar(value, types)
-    return value
-
-
 def _error_line(err: jsonschema.ValidationError) -> str:
     """One short line per schema error: the key path, what is wrong, what to write (never the schema)."""
     where = "/".join(str(p) for p in err.absolute_path) or "<top level>"
@@ -423,7 +372,7 @@ def _error_line(err: jsonschema.ValidationError) -> str:
         unknown = ", ".join(repr(k) for k in err.instance if k not in props)
         return f"config key '{where}': unknown key {unknown}; valid keys here: {', '.join(sorted(props))}"
     if err.validator == "type":
-        want = " or ".join(sorted(_types(schema)))
+        want = " or ".join(sorted(schema_types(schema)))
         return f"config key '{where}': {err.instance!r} is not of type {want}; write a plain YAML {want}"
     if err.validator == "enum":
         return f"config key '{where}': {err.instance!r} is not one of {list(err.validator_value)}"
