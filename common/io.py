@@ -37,14 +37,14 @@ def umask_mode(*, directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~mask
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never half of it; the
-    file gets the mode the umask asks for (:func:`umask_mode`)."""
+    file gets the mode the umask asks for (:func:`umask_mode`), or ``mode`` (e.g. 0o600 for private data)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, umask_mode())
+        os.fchmod(fd, umask_mode() if mode is None else mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from common.io import write_bytes_atomic, write_text_atomic
+from common.io import write_bytes_atomic
 from evaluation.benchmarks import REPO_ROOT
 
 
@@ -73,8 +73,8 @@ def expected_outputs(dataset: str, rows: Mapping[str, dict], problems: Mapping[s
         for t, oracle in computed.items():
             data, sidecar = _paths(cache, t, rows[t])
             raw = pickle.dumps(oracle, protocol=pickle.HIGHEST_PROTOCOL)
-            write_bytes_atomic(data, raw)
-            write_text_atomic(sidecar, hashlib.sha256(raw).hexdigest() + "\n")
+            write_bytes_atomic(data, raw, mode=0o600)  # ground truth: private, whatever the umask
+            write_bytes_atomic(sidecar, (hashlib.sha256(raw).hexdigest() + "\n").encode(), mode=0o600)
             out[t] = oracle
     return out
 
