@@ -177,6 +177,7 @@ _CF_KNOBS = {  # aligntune configs/qwen25_3b_gsm8k_*.yaml
     "span_stop": "marker", "fallback": "batched", "cap_reasoning_end": False, "span_drop": "per_token",
     # exact speed-up: A_i = 0 rows run no counterfactual forward (needs kl_beta = 0 or weights off the KL)
     "skip_zero_advantage": True,
+    "suffix_window": None,  # None: exact CF; W: the approximate bounded suffix window (CF departure 17)
 }
 
 # TRL loss_type="dapo" as aligntune runs it: symmetric eps 0.2 (no clip-higher), KL beta 0.005 (k3),

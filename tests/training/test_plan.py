@@ -97,10 +97,9 @@ def test_passes_per_token():
 
 
 def test_job_count_matches_snakemake_dry_run_of_ci():
-    # snakemake -n on config/experiments/ci.yaml: make_data, build_model, sft 1 each, rl 4 (methods),
-    # evaluate 1 (sft) + 4 x 2 checkpoints, report 1, credit_analysis 1, all 1 = 19 (real_eval sets: [])
-    # (snakemake 9 -n prints "total 19")
-    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 19
+    # snakemake -n on config/experiments/ci.yaml: make_data, build_model, sft 1 each, rl 5 (methods, with the
+    # A/A twin), evaluate 1 (sft) + 5 x 2 checkpoints, report 1, credit_analysis 1, all 1 = 22 (real_eval sets: [])
+    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 22
 
 
 def test_gpu_hours_by_hand():

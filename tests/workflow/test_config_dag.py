@@ -53,7 +53,7 @@ def test_yaml_1e_4_and_nested_config_overrides_are_numbers(tmp_path):
     assert proc.returncode == 0, text[-3000:]
     proc, text = dry_run(tmp_path, None, "rl={lr: 1e-4, steps: 6}", "seeds=[1, 2]")
     assert proc.returncode == 0, text[-3000:]
-    assert jobs(text)["rl"] == 8 and jobs(text)["evaluate"] == 2 * (1 + 4 * 3)  # 6 steps: 3 checkpoints
+    assert jobs(text)["rl"] == 10 and jobs(text)["evaluate"] == 2 * (1 + 5 * 3)  # 5 methods, 6 steps: 3 checkpoints
 
 
 @pytest.mark.parametrize(("extra", "key"), [

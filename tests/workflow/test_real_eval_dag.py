@@ -42,7 +42,7 @@ def job_counts(text: str) -> dict[str, int]:
 
 def test_default_dry_run_lists_sft_and_seed1_finals_on_every_set(tmp_path):
     jobs = job_counts(snakemake(tmp_path, "-n"))
-    assert (jobs["real_generate"], jobs["real_score"], jobs["real_report"]) == (6, 6, 1)  # SFT + 5 methods
+    assert (jobs["real_generate"], jobs["real_score"], jobs["real_report"]) == (7, 7, 1)  # SFT + 6 methods
     assert resolved(tmp_path)["real_eval"]["limit"] == 2
     assert not tmp_path.exists() or not any(tmp_path.iterdir()), "a dry run wrote files"
 
