@@ -26,7 +26,7 @@ _TURN_RE = re.compile(
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
 _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
-        r"|\d+,\d{1,2}(?![\d,)\]])(?:\s?\\?%)?"  # a decimal comma 3,75 (1,250: thousands; (1,5): a pair)
+        r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])(?:\s?\\?%)?"  # decimal comma 3,75 0,35625 (1,250: thousands)
         r"|(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
         r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
 _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")

@@ -2,8 +2,10 @@
 
 ``heldout/issue25_{math,gsm8k}.jsonl``: 91 (response, gold) pairs labelled by hand (``label``), committed
 before the rules for these kinds (57 agreed then); ``heldout/issue25_blind_*.jsonl``: 43 more, written after
-them and graded once before two more rules (41 agreed then, 26 with grader v3). Both are separate from the
-case tables (``cases/issue25.tsv``).
+them and graded once before two more rules (41 agreed then, 26 with grader v3); ``heldout/s9_blind_a_*.jsonl``:
+193 pairs written by someone who read only this package's docstring (never its code, cases or verdicts),
+committed (a5d455c) before their one grading with grader v4: 192 agreed (99.5 %); the miss, a five-digit decimal
+comma (``0,35625``), was fixed after. All are separate from the case tables (``cases/issue25.tsv``).
 GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
 """
 
@@ -27,7 +29,7 @@ def _grade(name: str, dataset: str | None, tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind"])
+@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a"])
 def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -> None:
     rows = _grade(f"{prefix}_math.jsonl", None, tmp_path) + _grade(f"{prefix}_gsm8k.jsonl", "gsm8k", tmp_path)
     assert len(rows) >= 40 and {r["label"] for r in rows} == {True, False}
