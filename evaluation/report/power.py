@@ -54,7 +54,13 @@ from evaluation.report.load import (
     sort_methods,
 )
 from evaluation.report.render import Column, Table
-from evaluation.report.stats import CrossedAnova, _final_records, crossed_anova, seeds_random_variance
+from evaluation.report.stats import (
+    CrossedAnova,
+    _final_records,
+    crossed_anova,
+    paired_blocks,
+    seeds_random_variance,
+)
 from evaluation.report.tables import _label
 
 POWER = 0.8
@@ -215,21 +221,18 @@ def power_rows(res: Results, opts: ReportOptions, target: float = TARGET_PP, pow
     rows = []
     for method in methods:
         seeds = sorted(set(final[method]) & set(base))
-        blocks, m_arm, b_arm, ks = [], [], [], set()
-        for bench in benches:
-            common = [s for s in seeds if bench in final[method][s] and bench in base[s]]
-            if not common:
-                continue
-            frame = pd.concat([final[method][s][bench].per_problem() - base[s][bench].per_problem() for s in common],
-                              axis=1, join="inner")
-            blocks.append(100 * frame.to_numpy())
-            for s in common:
-                mr, br = final[method][s][bench], base[s][bench]
-                ks |= {mr.k, br.k}
-                m_arm.append(mr.correct.astype(float))
-                b_arm.append(br.correct.astype(float))
-        if not blocks or len({b.shape[1] for b in blocks}) != 1:
+        paired = paired_blocks(final, method, opts.baseline, seeds, benches)
+        if not paired or len({b.shape[1] for b in paired.values()}) != 1:
             continue
+        m_arm, b_arm, ks = [], [], set()
+        for bench in paired:
+            for s in seeds:
+                if bench in final[method][s] and bench in base[s]:
+                    mr, br = final[method][s][bench], base[s][bench]
+                    ks |= {mr.k, br.k}
+                    m_arm.append(mr.correct.astype(float))
+                    b_arm.append(br.correct.astype(float))
+        blocks = list(paired.values())
         vc = variance_components(np.concatenate(blocks, axis=0))
         var_fixed = vc.var_diff / vc.n if vc.n > 1 else math.nan
         mde_r, n_r, s_r = random_seed_plan(vc, target, opts.alpha, power)

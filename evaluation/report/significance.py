@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from evaluation.report.load import (
     AVG,
-    EvalRecord,
     ReportOptions,
     Results,
     main_benchmarks,
@@ -21,7 +19,7 @@ from evaluation.report.load import (
     sort_methods,
 )
 from evaluation.report.render import Column, Table
-from evaluation.report.stats import _final_records, holm, paired_test, seeds_random_test
+from evaluation.report.stats import _final_records, holm, paired_blocks, paired_test, seeds_random_test
 from evaluation.report.tables import _label, baseline_note
 
 log = logging.getLogger(__name__)
@@ -29,23 +27,6 @@ log = logging.getLogger(__name__)
 
 def _parse_claims(claims: Sequence[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
     return {(method, scope): gain for method, scope, gain in claims}
-
-
-def _paired_blocks(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]], method: str, baseline: str,
-                   seeds: Sequence[int], benches: Sequence[str]) -> dict[str, np.ndarray]:
-    """Benchmark -> [problems, seeds] per-problem accuracy differences method − baseline (pp), seeds paired by
-    id, problems common to every seed and both arms."""
-    blocks: dict[str, np.ndarray] = {}
-    for bench in benches:
-        common = [s for s in seeds if bench in final[method][s] and bench in final[baseline][s]]
-        if not common:
-            continue
-        per_seed = [final[method][s][bench].per_problem() - final[baseline][s][bench].per_problem() for s in common]
-        frame = pd.concat(per_seed, axis=1, join="outer")
-        if frame.isna().any().any():
-            log.warning("%s vs %s on %s: problem ids differ; only common problems are paired", method, baseline, bench)
-        blocks[bench] = frame.dropna().sort_index().to_numpy() * 100
-    return blocks
 
 
 FAMILY_CONFIRMATORY = "confirmatory"
@@ -78,7 +59,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         dropped = sorted(set(final[method]) ^ set(base))
         if dropped:
             log.warning("%s vs %s: seeds %s are not in both and are left out", method, opts.baseline, dropped)
-        blocks = _paired_blocks(final, method, opts.baseline, seeds, benches)
+        blocks = paired_blocks(final, method, opts.baseline, seeds, benches)
         ks = sorted({final[m][s][b].k for m in (method, opts.baseline) for s in seeds for b in blocks
                      if b in final[m][s]})
         for scope in [*benches, AVG]:

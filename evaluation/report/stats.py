@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,6 +264,23 @@ def _final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
                 continue
             out.setdefault(method, {}).setdefault(seed, {})[bench] = rec
     return out
+
+
+def paired_blocks(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]], method: str, baseline: str,
+                   seeds: Sequence[int], benches: Sequence[str]) -> dict[str, np.ndarray]:
+    """Benchmark -> [problems, seeds] per-problem accuracy differences method − baseline (pp), seeds paired by
+    id, problems common to every seed and both arms."""
+    blocks: dict[str, np.ndarray] = {}
+    for bench in benches:
+        common = [s for s in seeds if bench in final[method][s] and bench in final[baseline][s]]
+        if not common:
+            continue
+        per_seed = [final[method][s][bench].per_problem() - final[baseline][s][bench].per_problem() for s in common]
+        frame = pd.concat(per_seed, axis=1, join="outer")
+        if frame.isna().any().any():
+            log.warning("%s vs %s on %s: problem ids differ; only common problems are paired", method, baseline, bench)
+        blocks[bench] = frame.dropna().sort_index().to_numpy() * 100
+    return blocks
 
 
 def problem_counts(res: Results) -> dict[str, int]:
