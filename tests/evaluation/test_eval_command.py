@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import harness
+from evaluation import driver, harness
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).with_name("creditbench")
@@ -197,18 +197,18 @@ def test_killed_run_resumes_with_only_the_missing_items(tiny_env, tmp_path):
 def test_a_changed_key_never_reuses_a_chunk():
     identity = {"model": {"sha256": "a" * 64}, "config": {"backend": "hf", "device": "cpu"}}
     sampling = {"n": 2, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 8, "seed": 0}
-    key = harness.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p2"])
+    key = driver.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p2"])
     changed = [
-        harness.chunk_key({**identity, "model": {"sha256": "b" * 64}}, "gsm8k", "base_boxed", sampling, 0,
+        driver.chunk_key({**identity, "model": {"sha256": "b" * 64}}, "gsm8k", "base_boxed", sampling, 0,
                           ["p1", "p2"]),
-        harness.chunk_key(identity, "math500", "base_boxed", sampling, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_fewshot", sampling, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "temperature": 0.6}, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "seed": 1}, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", sampling, 2, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p3"]),
-        harness.chunk_key({**identity, "config": {"backend": "vllm", "device": "cpu"}}, "gsm8k", "base_boxed",
+        driver.chunk_key(identity, "math500", "base_boxed", sampling, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_fewshot", sampling, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "temperature": 0.6}, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "seed": 1}, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", sampling, 2, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p3"]),
+        driver.chunk_key({**identity, "config": {"backend": "vllm", "device": "cpu"}}, "gsm8k", "base_boxed",
                           sampling, 0, ["p1", "p2"]),
     ]
-    assert key == harness.chunk_key(identity, "gsm8k", "base_boxed", dict(sampling), 0, ["p1", "p2"])
+    assert key == driver.chunk_key(identity, "gsm8k", "base_boxed", dict(sampling), 0, ["p1", "p2"])
     assert len({key, *changed}) == 1 + len(changed)
