@@ -12,7 +12,7 @@ import yaml
 
 from common.config import ConfigError, config_from_dict, load_config, load_schema
 from evaluation import driver, real_eval
-from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, Problem, load_benchmark
+from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, SUITES, Problem, load_benchmark
 from evaluation.mcq import prompt_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,9 +46,15 @@ def test_bad_real_eval_keys_are_named(section, key):
         config_from_dict({**BASE, "real_eval": section})
 
 
-def test_schema_lists_every_registered_test_set():
+def test_schema_lists_every_registered_test_set_and_suite():
     enum = load_schema()["properties"]["real_eval"]["properties"]["sets"]["items"]["enum"]
-    assert sorted(enum) == sorted(n for n, b in BENCHMARKS.items() if b.split == "test" and not b.generated)
+    assert sorted(enum) == sorted([n for n, b in BENCHMARKS.items() if b.split == "test" and not b.generated]
+                                  + list(SUITES))
+
+
+def test_a_suite_in_the_config_is_its_sets():
+    cfg = config_from_dict({**BASE, "real_eval": {"sets": ["competition_math", "gsm8k"]}})
+    assert real_eval.available_sets(cfg) == (*SUITES["competition_math"], "gsm8k")
 
 
 def test_missing_external_set_is_left_out(tmp_path):
