@@ -100,6 +100,7 @@ class EvalConfig:
     max_new_tokens: int
     batch_size: int
     limit: int | None
+    subset_seed: int
     template: str
     backend: str
     grader_timeout_s: float
@@ -112,7 +113,7 @@ class RealEvalConfig:
     sets: tuple[str, ...]
     limit: int | None
     limit_per_set: Mapping[str, int | None]
-    subset_seed: int | None
+    subset_seed: int
     checkpoints: tuple[str, ...]
     seeds: tuple[int, ...] | None
     methods: tuple[str, ...] | None

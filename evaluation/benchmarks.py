@@ -228,6 +228,27 @@ BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(dict([
 ]))
 
 
+SUITES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "competition_math": ("aime24", "aime25", "aime26", "hmmt25_feb", "hmmt25_nov", "hmmt26_feb", "brumo25"),
+    "math": ("aime24", "aime25", "aime26", "hmmt25_feb", "hmmt25_nov", "hmmt26_feb", "brumo25", "math500",
+             "gsm8k", "amc23", "minerva_math", "olympiadbench"),
+    "code": ("mbpp_plus", "humaneval_plus"),
+    "mcq": ("gpqa_diamond", "arc_challenge", "mmlu_stem"),
+    "core": ("gsm8k", "math500", "arc_challenge"),
+})
+"""Named suites of registered sets (``creditbench eval --sets competition_math``, ``real_eval.sets``): the seven
+competition sets, the twelve math sets, code, multiple choice, and ``core`` (the quick start's three)."""
+
+
+def expand_sets(names: Sequence[str]) -> tuple[str, ...]:
+    """Suite names replaced by their sets, in order, each set once (a set named twice stays twice, so that
+    the caller can refuse it)."""
+    out: list[str] = []
+    for name in names:
+        out += [s for s in SUITES[name] if s not in out] if name in SUITES else [name]
+    return tuple(out)
+
+
 def get_benchmark(name: str) -> Benchmark:
     """Return the registry entry for ``name`` or raise a :class:`KeyError` listing known names."""
     try:

@@ -15,7 +15,7 @@ itself as one JSON object (``solution`` or ``completion``); :func:`read_table` r
 table ``tests/evaluation/code_agreement_cases.tsv`` is one). Exit status 1 on any disagreement.
 
 ``sample`` writes real model completions: the workflow's ``chat_code`` prompt (or ``base_code``) through
-:class:`evaluation.generation.hf.HFBackend` and :func:`evaluation.evaluate.code_sample`, for the
+:class:`evaluation.generation.hf.HFBackend` and :func:`evaluation.scoring.code_sample`, for the
 ``--tasks`` MBPP+ tasks with the shortest canonical solutions (the easiest for a small model).
 """
 
@@ -168,9 +168,9 @@ def sample(argv: Sequence[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from evaluation.benchmarks import load_benchmark
-    from evaluation.evaluate import code_sample
     from evaluation.generation.hf import HFBackend
     from evaluation.generation.types import SamplingParams
+    from evaluation.scoring import code_sample
     from evaluation.templates import render, stop_strings
 
     canon = {r["task_id"]: len(r["canonical_solution"]) for r in _read_dataset(MBPP).values()}

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.io import sha256_file
-from evaluation.benchmarks import BENCHMARKS
-from evaluation.templates import TEMPLATES
+from evaluation.benchmarks import BENCHMARKS, SUITES
 
 
 class UsageError(ValueError):
@@ -102,36 +101,18 @@ def check_identity(out: Path, identity: dict[str, Any]) -> None:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """The arguments alone (no files read): sets, numbers, sampling, template, backend, device."""
+    """The arguments alone (no files read): sets, limit, backend, device; the sampling knobs are checked by
+    :meth:`evaluation.driver.Sampling.check`."""
     if not args.sets:
         raise UsageError("--sets is empty; pass a comma list of sets (creditbench benchmarks list)")
     unknown = [s for s in args.sets if s not in BENCHMARKS or BENCHMARKS[s].generated]
     if unknown:
-        raise UsageError(f"--sets: unknown sets {unknown}; see `creditbench benchmarks list`")
+        raise UsageError(f"--sets: unknown sets {unknown}; see `creditbench benchmarks list` (suites: "
+                         f"{', '.join(SUITES)})")
     if len(set(args.sets)) != len(args.sets):
         raise UsageError(f"--sets: {args.sets} names a set twice; name each once")
-    for flag, value, low in (("--k", args.k, 1), ("--limit", args.limit, 1), ("--max-new-tokens",
-                             args.max_new_tokens, 1), ("--batch-size", args.batch_size, 1),
-                             ("--num-fewshot", args.num_fewshot, 0)):
-        if value is not None and value < low:
-            raise UsageError(f"{flag} {value}: must be at least {low}")
-    if not args.temperature >= 0 or not 0 < args.top_p <= 1:
-        raise UsageError(f"--temperature {args.temperature} / --top-p {args.top_p}: need temperature >= 0 "
-                         "and 0 < top-p <= 1")
-    generated = [s for s in args.sets if BENCHMARKS[s].kind != "mcq"]
-    if generated and args.k > 1 and args.temperature == 0:
-        raise UsageError(f"--k {args.k} with --temperature 0: greedy decoding gives {args.k} identical samples; "
-                         "pass --temperature > 0 to sample (e.g. 0.6) or --k 1")
-    if args.template is not None:
-        if args.template not in TEMPLATES:
-            raise UsageError(f"--template {args.template}: unknown; known: {', '.join(TEMPLATES)}")
-        if not generated:
-            raise UsageError("--template applies to math and code sets; multiple choice takes --mcq-protocol")
-        misfit = [s for s in generated if args.template not in BENCHMARKS[s].templates]
-        if misfit:
-            raise UsageError(f"--template {args.template}: does not fit {', '.join(misfit)} (their templates: "
-                             f"{', '.join(sorted({t for s in misfit for t in BENCHMARKS[s].templates}))}); "
-                             "evaluate those sets in another run")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
     if args.backend == "vllm":
         import importlib.util
 

@@ -20,6 +20,7 @@ the repository.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -223,6 +224,54 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
                                   protocol=protocol, acc_norm=r.get("acc_norm,none"))
     return results
 
+
+def prompt_record(name: str, prompt: str) -> dict[str, str]:
+    """The prompt, or only its sha256 for an external set (GPQA asks that its items not be published)."""
+    if BENCHMARKS[name].external:
+        return {"prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest()}
+    return {"prompt": prompt}
+
+
+def loglikelihood_sets(model_dir: str | os.PathLike[str], subsets: Mapping[str, Sequence[Problem]], *,
+                       device: str, batch_size: int, seed: int, num_fewshot: int, protocol: str,
+                       engine: Any = None) -> dict[str, tuple[list[dict], dict]]:
+    """The one wiring of multiple choice for every evaluation path (``evaluation.driver``): one lm-eval call
+    over the sets (with ``engine``'s loaded HF model, else ``model_dir``); name -> (raw records, meta).
+
+    A raw record is one k = 1 sample: ``response`` the headline choice (cloze: acc_norm's, as lm-eval's
+    standard tasks report it; letters: acc's), ``lm_eval_correct`` lm-eval's verdict on it, and lm-eval's
+    per-item ``lm_eval_acc`` / ``lm_eval_acc_norm`` (None under letters), ``choices`` and ``logliks``."""
+    import lm_eval
+
+    t0 = time.perf_counter()
+    results = run_ood(model_dir, tasks=list(subsets), problems=subsets, device=device, batch_size=batch_size,
+                      seed=seed, num_fewshot=num_fewshot, protocol=protocol,
+                      model=getattr(engine, "model", None), tokenizer=getattr(engine, "tokenizer", None))
+    seconds = round(time.perf_counter() - t0, 3)  # one lm-eval call for all of them
+    out = {}
+    for name, res in results.items():
+        if res.skipped:
+            raise BenchmarkError(f"{name}: {res.skipped}")
+        norm = res.protocol == "cloze"
+        metric = "acc_norm" if norm else "acc"
+        raw = [{"benchmark": name, "problem_id": it.id, "sample": 0, **prompt_record(name, it.prompt),
+                "choices": list(it.choices), "response": it.predicted_norm if norm else it.predicted,
+                "logliks": list(it.logliks), "lm_eval_correct": it.correct_norm if norm else it.correct,
+                "lm_eval_acc": it.correct, "lm_eval_acc_norm": it.correct_norm if norm else None}
+               for it in res.items]
+        out[name] = (raw, {"template": res.template, "grader_version": f"lm-eval/{lm_eval.__version__} {metric}",
+                           "sampling": {"n": 1, "loglikelihood": True, "num_fewshot": num_fewshot},
+                           "backend": f"lm-eval/{lm_eval.__version__} hf", "generation_seconds": seconds,
+                           "lm_eval_acc": res.acc_norm if norm else res.acc, "mcq_protocol": res.protocol,
+                           "mcq_metric": metric})
+    return out
+
+
+def check_lm_eval(name: str, records: Sequence[Mapping[str, Any]]) -> None:
+    """Our letter match must agree with lm-eval's own verdict on every item."""
+    bad = [r["problem_id"] for r in records if r["correct"] != r["lm_eval_correct"]]
+    if bad:
+        raise ValueError(f"{name}: letter match and lm-eval disagree on {bad[:5]}")
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m evaluation.mcq", description=__doc__.split("\n")[0])

@@ -152,7 +152,7 @@ def test_every_emitted_reason_is_a_known_reason():
     from common.records import REASONS
 
     emitted = emitted_reasons(project_modules())
-    assert "crash" in emitted["evaluation.evaluate"] and "parse_error" in emitted["evaluation.grading.worker"]
+    assert "crash" in emitted["evaluation.scoring"] and "parse_error" in emitted["evaluation.grading.worker"]
     unknown = {m: sorted(r - set(REASONS)) for m, r in emitted.items() if r - set(REASONS)}
     assert not unknown, unknown
 

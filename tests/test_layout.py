@@ -168,6 +168,7 @@ def test_modules_are_small():
 @pytest.mark.parametrize("modules", [
     "common.config, common.io, common.manifest, common.records, common.runtime",
     "evaluation.grading, evaluation.evaluate, evaluation.code_eval, evaluation.report, evaluation.benchmarks",
+    "evaluation.scoring, evaluation.driver, evaluation.real_eval, evaluation.harness",
 ])
 def test_torch_and_sympy_free_imports(modules):
     code = f"import sys, {modules}; print(sorted({{'torch', 'sympy'}} & set(sys.modules)))"

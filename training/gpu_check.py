@@ -4,7 +4,7 @@
 
 On a machine with CUDA and vLLM (``pip install -e '.[gpu]'``):
 
-1. Generation: the same GSM8K-test prompts (``chat_boxed``, greedy) through ``evaluation.evaluate.evaluate``
+1. Generation: the same GSM8K-test prompts (``chat_boxed``, greedy) through ``evaluation.driver.evaluate_sets``
    with backend ``hf`` and with backend ``vllm``; verdicts compared per problem (agreement, accuracy of
    each, identical texts) and generation seconds of each.
 2. Training: ``--steps`` RL steps of DAPO, DelTA and CF with backend ``trl`` and vLLM colocate (bf16, one
@@ -58,17 +58,16 @@ def versions() -> dict[str, str | None]:
 def compare_generation(model_dir: str, n_prompts: int, max_new_tokens: int) -> dict[str, Any]:
     """HF vs vLLM on the same greedy prompts: per-problem verdict agreement, accuracies, identical texts."""
     from evaluation.benchmarks import load_benchmark
-    from evaluation.evaluate import evaluate
-    from evaluation.generation import SamplingParams
+    from evaluation.driver import Sampling, evaluate_sets
 
     problems = load_benchmark("gsm8k")[:n_prompts]
-    params = SamplingParams(n=1, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0)
+    sampling = Sampling(k=1, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0,
+                        batch_size=n_prompts, template="chat_boxed")
     runs = {}
     for backend in ("hf", "vllm"):
         t0 = time.perf_counter()
-        records, summary = evaluate(model_dir=model_dir, benchmark="gsm8k", problems=problems, template="chat_boxed",
-                                    params=params, backend=backend, device="cuda", batch_size=n_prompts,
-                                    grader_timeout_s=5.0)
+        (records, summary), = evaluate_sets(model_dir, {"gsm8k": problems}, sampling, backend=backend,
+                                            device="cuda", grader_timeout_s=5.0).values()
         runs[backend] = {"records": records, "summary": summary, "seconds": time.perf_counter() - t0}
     hf, vl = runs["hf"]["records"], runs["vllm"]["records"]
     agree = sum(a["correct"] == b["correct"] for a, b in zip(hf, vl))

@@ -104,7 +104,7 @@ def test_expected_outputs_are_private_and_recomputed_when_tampered(canonical: di
 
 def test_grade_code_counts_right_and_wrong(canonical: dict[str, dict]) -> None:
     from evaluation.benchmarks import Problem
-    from evaluation.evaluate import grade_code
+    from evaluation.scoring import grade_code
 
     killer = "import ctypes, os\nctypes.CDLL(None).kill(os.getppid(), 9)\n"
     problems = [Problem(id="Mbpp/762", question="", answer="")]

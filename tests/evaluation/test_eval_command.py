@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import harness
+from evaluation import driver, harness
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).with_name("creditbench")
@@ -98,6 +98,9 @@ BAD = {  # name -> (arguments after `creditbench eval`, words the one line must 
     "sets empty": (["--model", "{model}", "--sets", ""], ["--sets", "empty"]),
     "set unknown": (["--model", "{model}", "--sets", "gsm8k,nope"], ["--sets", "unknown sets ['nope']"]),
     "set twice": (["--model", "{model}", "--sets", "gsm8k,gsm8k"], ["--sets", "twice"]),
+    "set unknown beside a suite": (["--model", "{model}", "--sets", "core,nope"], ["--sets", "unknown sets ['nope']"]),
+    "suite with greedy k": (["--model", "{model}", "--sets", "competition_math", "--k", "2"],
+                            ["--k 2", "--temperature"]),
     "template unknown": (["--model", "{model}", "--sets", "gsm8k", "--template", "chat_boxd"],
                          ["--template chat_boxd", "unknown"]),
     "template misfit": (["--model", "{model}", "--sets", "gsm8k", "--template", "chat_code"],
@@ -197,18 +200,18 @@ def test_killed_run_resumes_with_only_the_missing_items(tiny_env, tmp_path):
 def test_a_changed_key_never_reuses_a_chunk():
     identity = {"model": {"sha256": "a" * 64}, "config": {"backend": "hf", "device": "cpu"}}
     sampling = {"n": 2, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 8, "seed": 0}
-    key = harness.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p2"])
+    key = driver.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p2"])
     changed = [
-        harness.chunk_key({**identity, "model": {"sha256": "b" * 64}}, "gsm8k", "base_boxed", sampling, 0,
+        driver.chunk_key({**identity, "model": {"sha256": "b" * 64}}, "gsm8k", "base_boxed", sampling, 0,
                           ["p1", "p2"]),
-        harness.chunk_key(identity, "math500", "base_boxed", sampling, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_fewshot", sampling, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "temperature": 0.6}, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "seed": 1}, 0, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", sampling, 2, ["p1", "p2"]),
-        harness.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p3"]),
-        harness.chunk_key({**identity, "config": {"backend": "vllm", "device": "cpu"}}, "gsm8k", "base_boxed",
+        driver.chunk_key(identity, "math500", "base_boxed", sampling, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_fewshot", sampling, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "temperature": 0.6}, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", {**sampling, "seed": 1}, 0, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", sampling, 2, ["p1", "p2"]),
+        driver.chunk_key(identity, "gsm8k", "base_boxed", sampling, 0, ["p1", "p3"]),
+        driver.chunk_key({**identity, "config": {"backend": "vllm", "device": "cpu"}}, "gsm8k", "base_boxed",
                           sampling, 0, ["p1", "p2"]),
     ]
-    assert key == harness.chunk_key(identity, "gsm8k", "base_boxed", dict(sampling), 0, ["p1", "p2"])
+    assert key == driver.chunk_key(identity, "gsm8k", "base_boxed", dict(sampling), 0, ["p1", "p2"])
     assert len({key, *changed}) == 1 + len(changed)

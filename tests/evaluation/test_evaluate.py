@@ -4,19 +4,21 @@ import json
 
 from common.records import SUMMARY_KEYS
 from evaluation import evaluate as ev
+from evaluation import scoring
 from evaluation.benchmarks import Problem
 
 
 def test_code_sample_base_completion_vs_chat_fenced_solution():
     p = Problem(id="Mbpp/2", question="def f(x):\n", answer="")
-    assert ev.code_sample(p, "    return x\n", "base_code") == {"task_id": "Mbpp/2", "completion": "    return x\n"}
+    assert scoring.code_sample(p, "    return x\n", "base_code") == {"task_id": "Mbpp/2",
+                                                                   "completion": "    return x\n"}
     chat = "Here:\n```python\ndef f(x):\n    return 1\n```\nthen\n```python\ndef f(x):\n    return x\n```"
-    assert ev.code_sample(p, chat, "chat_code") == {"task_id": "Mbpp/2", "solution": "def f(x):\n    return x\n"}
-    assert ev.code_sample(p, "def f(x): return x", "chat_code")["solution"] == "def f(x): return x"
+    assert scoring.code_sample(p, chat, "chat_code") == {"task_id": "Mbpp/2", "solution": "def f(x):\n    return x\n"}
+    assert scoring.code_sample(p, "def f(x): return x", "chat_code")["solution"] == "def f(x): return x"
     typed = Problem(id="HumanEval/0", question="from typing import List\n\n\ndef f(x: List[int]):\n", answer="")
-    assert ev.code_sample(typed, "def f(x): return x", "chat_code")["solution"] == \
+    assert scoring.code_sample(typed, "def f(x): return x", "chat_code")["solution"] == \
         "from typing import List\ndef f(x): return x"
-    assert ev.code_sample(typed, "from typing import List\ndef f(x): return x", "chat_code")["solution"] == \
+    assert scoring.code_sample(typed, "from typing import List\ndef f(x): return x", "chat_code")["solution"] == \
         "from typing import List\ndef f(x): return x"
 
 

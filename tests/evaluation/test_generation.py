@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evaluation.benchmarks import Problem
-from evaluation.evaluate import generate
+from evaluation.driver import Sampling, generate_set
 from evaluation.generation import SamplingParams, make_backend
 from evaluation.generation.types import cut_at_stop
 from evaluation.templates import STOP_STRINGS, render, stop_strings
@@ -51,6 +51,7 @@ def test_hf_backend_ends_the_sample_at_a_stop_string(hf):
 
 def test_generate_applies_the_templates_stop_strings_and_records_the_cut_text(hf):
     problem = Problem(id="p", question="What is 1+1?", answer="2")
-    raw, _ = generate(hf, {"gsm8k": ([problem], "base_fewshot")},
-                      SamplingParams(n=2, temperature=1.0, top_p=1.0, max_new_tokens=24, seed=0))["gsm8k"]
+    raw, meta = generate_set(hf, "gsm8k", [problem],
+                             Sampling(k=2, temperature=1.0, max_new_tokens=24, seed=0, template="base_fewshot"))
+    assert meta["template"] == "base_fewshot" and "\nProblem:" in meta["sampling"]["stop"]
     assert len(raw) == 2 and all("\nProblem:" not in r["response"] for r in raw)

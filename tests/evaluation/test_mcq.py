@@ -112,7 +112,7 @@ def test_cloze_agrees_per_item_with_lm_evals_own_arc_challenge_task(tiny_env, tm
     lm_eval = pytest.importorskip("lm_eval")
     from lm_eval.tasks import TaskManager
 
-    from evaluation.harness import subset
+    from evaluation.driver import select as subset
     from evaluation.mcq import run_ood
 
     chosen = subset(load_benchmark("arc_challenge"), 30, seed=0)

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from common.config import ConfigError, config_from_dict, load_config, load_schema
-from evaluation import real_eval
-from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, Problem, load_benchmark
+from evaluation import driver, real_eval
+from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, SUITES, Problem, load_benchmark
+from evaluation.mcq import prompt_record
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = {"experiment": "t", "output_dir": "x", "seeds": [3, 4], "methods": ["grpo", "dapo"]}
@@ -45,9 +46,15 @@ def test_bad_real_eval_keys_are_named(section, key):
         config_from_dict({**BASE, "real_eval": section})
 
 
-def test_schema_lists_every_registered_test_set():
+def test_schema_lists_every_registered_test_set_and_suite():
     enum = load_schema()["properties"]["real_eval"]["properties"]["sets"]["items"]["enum"]
-    assert sorted(enum) == sorted(n for n, b in BENCHMARKS.items() if b.split == "test" and not b.generated)
+    assert sorted(enum) == sorted([n for n, b in BENCHMARKS.items() if b.split == "test" and not b.generated]
+                                  + list(SUITES))
+
+
+def test_a_suite_in_the_config_is_its_sets():
+    cfg = config_from_dict({**BASE, "real_eval": {"sets": ["competition_math", "gsm8k"]}})
+    assert real_eval.available_sets(cfg) == (*SUITES["competition_math"], "gsm8k")
 
 
 def test_missing_external_set_is_left_out(tmp_path):
@@ -56,12 +63,11 @@ def test_missing_external_set_is_left_out(tmp_path):
     assert "gpqa_diamond" not in sets and len(sets) == len(cfg.real_eval.sets) - 1
 
 
-def test_subset_is_first_n_or_seeded_and_kept_in_file_order():
+def test_subset_is_the_seeded_draw_kept_in_file_order():
     problems = [Problem(id=str(i), question="q", answer="1") for i in range(50)]
-    assert [p.id for p in real_eval.select(problems, 3, None)] == ["0", "1", "2"]
-    seeded = [int(p.id) for p in real_eval.select(problems, 5, 7)]
-    assert seeded == sorted(seeded) and seeded == [int(p.id) for p in real_eval.select(problems, 5, 7)]
-    assert seeded != [0, 1, 2, 3, 4] and real_eval.select(problems, None, 7) == problems
+    seeded = [int(p.id) for p in driver.select(problems, 5, 7)]
+    assert seeded == sorted(seeded) and seeded == [int(p.id) for p in driver.select(problems, 5, 7)]
+    assert seeded != [0, 1, 2, 3, 4] and driver.select(problems, None, 7) == problems
 
 
 # ----------------------------------------------------------------------------------------- end to end
@@ -95,10 +101,10 @@ def test_split_jobs_write_summaries_with_their_provenance(split_run):
     _, out = split_run
     for name, n in (("gsm8k", 2), ("mbpp_plus", 2), ("arc_challenge", 5)):
         s = _summary(out, name)
-        first = [p.id for p in load_benchmark(name)[:n]]
-        assert (s["n_problems"], s["k"], s["problem_ids"]) == (n, 1, first)
+        drawn = [p.id for p in driver.select(load_benchmark(name), n, 0)]
+        assert (s["n_problems"], s["k"], s["problem_ids"]) == (n, 1, drawn)
         assert s["data_sha256"] == BENCHMARKS[name].sha256
-        assert s["limit"] == n and s["subset_seed"] is None and s["n_total"] == BENCHMARKS[name].count
+        assert s["limit"] == n and s["subset_seed"] == 0 and s["n_total"] == BENCHMARKS[name].count
         assert s["grader_version"] and s["template"] and (s["method"], s["seed"], s["step"]) == ("sft", 1, 0)
         samples = [json.loads(x) for x in (out / f"{name}.samples.jsonl").read_text().splitlines()]
         assert len(samples) == n
@@ -170,5 +176,5 @@ def test_score_writes_the_letter_dominance_warning_into_the_summary(split_run, t
 
 
 def test_gpqa_prompts_are_kept_only_as_a_hash():
-    assert set(real_eval.prompt_record("gpqa_diamond", "Question: secret")) == {"prompt_sha256"}
-    assert real_eval.prompt_record("arc_challenge", "Question: q") == {"prompt": "Question: q"}
+    assert set(prompt_record("gpqa_diamond", "Question: secret")) == {"prompt_sha256"}
+    assert prompt_record("arc_challenge", "Question: q") == {"prompt": "Question: q"}

@@ -14,6 +14,7 @@ import yaml
 
 from common.config import config_from_dict, deep_merge
 from evaluation.benchmarks import BENCHMARKS, load_benchmark
+from evaluation.driver import select
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "config" / "experiments"
@@ -71,25 +72,57 @@ TINY = {
     "rl": {"steps": 1, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 4, "max_new_tokens": 8,
            "checkpoint_every": 1},
     "eval": {"k": 1, "max_new_tokens": 8},
-    "real_eval": {"sets": ["gsm8k"], "limit": 2, "max_new_tokens": 8},
+    "real_eval": {"sets": ["gsm8k", "arc_challenge"], "limit": 3, "k": 2, "temperature": 1.0, "max_new_tokens": 8,
+                  "batch_size": 4},
 }
+CLI_SAME = ["--sets", "gsm8k,arc_challenge", "--limit", "3", "--subset-seed", "0", "--seed", "1", "--k", "2",
+            "--temperature", "1.0", "--max-new-tokens", "8", "--batch-size", "4"]
+"""``creditbench eval``'s arguments for TINY's real_eval on the SFT checkpoint (run seed 1)."""
+TIMING = ("latency_s", "grade_seconds")
+SAME_SUMMARY = ("benchmark", "n_problems", "k", "n_samples", "avg_at_k", "ci95", "pass_at_k", "maj_at_k",
+                "problem_ids", "per_problem_correct", "reasons", "grader_version", "template", "metrics", "sampling",
+                "limit", "subset_seed", "n_total", "data_sha256", "mean_response_tokens", "warnings", "lm_eval_acc")
 
 
 @pytest.mark.slow
 def test_tiny_model_through_generate_score_and_report(tmp_path):
+    """The split rules on a math and a multiple-choice set; then ``creditbench eval`` on the SFT checkpoint with the
+    same set, subset and sampling writes the same per-sample records and summaries (one driver)."""
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(TINY))
     out = tmp_path / "out"
-    snakemake(out, "--configfile", str(config), "--", str(out / "real_tables"), timeout=600)
-    ids = [p.id for p in load_benchmark("gsm8k")[:2]]
-    for ckpt in ("sft/seed1/step0", "dapo/seed1/step1"):
-        d = out / "real_eval" / ckpt
-        raw = [json.loads(x) for x in (d / "gsm8k.raw.jsonl").read_text().splitlines()]
-        summary = json.loads((d / "gsm8k.summary.json").read_text())
-        assert [r["problem_id"] for r in raw] == ids == summary["problem_ids"]
-        assert (summary["n_problems"], summary["k"], summary["limit"]) == (2, 1, 2)
-        assert summary["data_sha256"] == BENCHMARKS["gsm8k"].sha256 and summary["template"] == "base_boxed"
-        assert summary["sampling"]["max_new_tokens"] == 8
+    snakemake(out, "--configfile", str(config), "--", str(out / "real_tables"), timeout=900)
+    for name in ("gsm8k", "arc_challenge"):
+        ids = [p.id for p in select(load_benchmark(name), 3, 0)]  # the one subset rule, seed real_eval.subset_seed
+        assert ids != [p.id for p in load_benchmark(name)[:3]]
+        for ckpt in ("sft/seed1/step0", "dapo/seed1/step1"):
+            d = out / "real_eval" / ckpt
+            raw = [json.loads(x) for x in (d / f"{name}.raw.jsonl").read_text().splitlines()]
+            summary = json.loads((d / f"{name}.summary.json").read_text())
+            assert list(dict.fromkeys(r["problem_id"] for r in raw)) == ids == summary["problem_ids"]
+            assert (summary["n_problems"], summary["limit"], summary["subset_seed"]) == (3, 3, 0)
+            assert summary["data_sha256"] == BENCHMARKS[name].sha256
+    gsm8k = json.loads((out / "real_eval" / "sft/seed1/step0/gsm8k.summary.json").read_text())
+    assert (gsm8k["k"], gsm8k["template"], gsm8k["sampling"]["max_new_tokens"]) == (2, "base_boxed", 8)
     table = (out / "real_tables" / "gsm8k.md").read_text()
     assert "DAPO" in table and "SFT (start)" in table
     assert not (out / "eval" / "sft" / "seed1" / "step0" / "gsm8k.summary.json").exists()
+
+    cli = tmp_path / "cli"
+    proc = subprocess.run([sys.executable, "-m", "training.cli", "eval", "--model", str(out / "models" / "sft"),
+                           *CLI_SAME, "--out", str(cli)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((cli / "results.json").read_text())
+    for name in ("gsm8k", "arc_challenge"):
+        workflow = out / "real_eval" / "sft" / "seed1" / "step0"
+        ours = [{k: v for k, v in json.loads(x).items() if k not in TIMING}
+                for x in (cli / f"samples_{name}.jsonl").read_text().splitlines()]
+        theirs = [{k: v for k, v in json.loads(x).items() if k not in TIMING}
+                  for x in (workflow / f"{name}.samples.jsonl").read_text().splitlines()]
+        assert ours == theirs and len(ours) == (6 if name == "gsm8k" else 3), name
+        a = json.loads((cli / results["summaries"][name]).read_text())
+        b = json.loads((workflow / f"{name}.summary.json").read_text())
+        assert {k: a.get(k) for k in SAME_SUMMARY} == {k: b.get(k) for k in SAME_SUMMARY}, name
+        assert results["results"][name]["metrics"] == b["metrics"]
+        if name == "gsm8k":
+            assert len({r["response"] for r in ours}) > 1  # sampled, not one greedy answer

@@ -24,6 +24,7 @@ rule evaluate:
 
 # Real benchmarks (config real_eval): generation (GPU-bound; the multiple-choice sets by log-likelihood
 # through lm-eval) and scoring (CPU-bound: answer checker, EvalPlus sandbox) are separate jobs per checkpoint.
+# Every evaluation rule is a thin CLI over the one driver (evaluation.driver) that `creditbench eval` runs.
 if REAL_SETS:
 
     rule real_generate:
