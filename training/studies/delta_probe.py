@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -174,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pool", action="store_true", help="one table over all --model checkpoints")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
     args = parser.parse_args(argv)
+    missing = [m for m in args.model if not (Path(m) / "config.json").is_file()]
+    if missing:  # before any probe runs: a pool must not fail on its last checkpoint after minutes of work
+        parser.error(f"--model {missing[0]}: no checkpoint there (config.json missing); train it first "
+                     "(snakemake ... runs/delta/seed<S>/metrics.jsonl) or fix the path")
     cfg = load_config(args.config)
     problems = read_jsonl(args.train)
     torch.set_grad_enabled(False)

@@ -70,3 +70,13 @@ def test_cli_pools_two_checkpoints(tiny_env) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("### ") == 1 and f"{tiny_env['model']} + {tiny_env['model']}" in out.stdout
     assert "max |diff|" in out.stdout and "| side | rho [95% CI] |" in out.stdout
+
+
+def test_cli_refuses_a_missing_checkpoint_before_probing(tiny_env, tmp_path) -> None:
+    """The first --model exists, the second does not: one clear line naming it, before any probe runs."""
+    gone = tmp_path / "seed1" / "checkpoints" / "step30"
+    cmd = [sys.executable, "-m", "training.studies.delta_probe", "--config", str(tiny_env["config"]),
+           "--train", str(tiny_env["train"]), "--model", str(tiny_env["model"]), "--model", str(gone), "--pool"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"--model {gone}: no checkpoint there" in out.stderr.strip().splitlines()[-1]
