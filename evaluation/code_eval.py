@@ -30,6 +30,7 @@ import os
 import pickle
 import queue
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -182,12 +183,16 @@ class _Slot:
 
     def get(self) -> Sandbox:
         if self.box is None:
-            parent = Cgroup.parent()
             uid = sandbox_uid()
-            self.cgroup = Cgroup(parent, self.config.sandbox_memory_bytes, self.config.max_procs) if parent else None
-            cmd = _command(self.config, uid, self.cache_dir, self.dataset_path, self.cgroup is not None)
+            self.cgroup = Cgroup.create(self.config.sandbox_memory_bytes, self.config.max_procs)
             try:
-                self.box = Sandbox(cmd, _env(), preexec=self.cgroup.enter if self.cgroup else None)
+                try:
+                    cmd = _command(self.config, uid, self.cache_dir, self.dataset_path, self.cgroup is not None)
+                    self.box = Sandbox(cmd, _env(), preexec=self.cgroup.enter if self.cgroup else None)
+                except subprocess.SubprocessError:  # could not join the cgroup: rlimits and the watch instead
+                    self.close()
+                    cmd = _command(self.config, uid, self.cache_dir, self.dataset_path, False)
+                    self.box = Sandbox(cmd, _env())
             except SandboxDied as exc:
                 self.close()
                 raise SandboxUnavailable(f"the code-eval sandbox could not be started: {exc}") from None
@@ -215,8 +220,13 @@ def check_memory_limits(config: SandboxConfig, *, cgroup: bool) -> dict[str, int
 
 
 def limits_mechanism() -> str:
-    """Which mechanism caps the whole sandbox's memory and processes on this machine (run record)."""
-    return "cgroup2" if Cgroup.parent() else "rlimits+rss-watch"
+    """Which mechanism caps the whole sandbox's memory and processes on this machine (run record): a cgroup
+    v2 is reported only when one can actually be made (and is removed again), else the fallback."""
+    probe = Cgroup.create(1 << 30, 64)
+    if probe is None:
+        return "rlimits+rss-watch"
+    probe.remove()
+    return "cgroup2"
 
 
 # ----------------------------------------------------------------------------------------- scoring

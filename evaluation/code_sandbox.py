@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import math
 import os
 import pickle
@@ -421,13 +422,36 @@ class Sandbox:
 
 class Cgroup:
     """A cgroup v2 of its own for one sandbox (``memory.max``, no swap, ``pids.max``), where the machine
-    delegates the memory and pids controllers to a cgroup we may create children in (ours or its parent)."""
+    delegates the memory and pids controllers to a cgroup we may create children in (ours or its parent).
+
+    Detection reads ``/proc/self/cgroup`` (the ``0::`` line) and ``/proc/self/mountinfo`` (a ``cgroup2``
+    mount): on a cgroup v1 machine there is no ``cgroup2`` mount, on a hybrid one the v2 tree holds no
+    memory controller, and in both :meth:`create` returns None, so each process's RLIMIT_AS and the
+    resident-memory watch hold the cap instead (:func:`evaluation.code_eval.limits_mechanism`)."""
 
     def __init__(self, parent: Path, memory: int, pids: int):
         self.path = parent / f"creditbench-{os.getpid()}-{secrets.token_hex(4)}"
         self.path.mkdir()
-        for name, value in (("memory.max", memory), ("memory.swap.max", 0), ("pids.max", pids)):
-            (self.path / name).write_text(f"{value}\n")
+        try:
+            for name, value in (("memory.max", memory), ("memory.swap.max", 0), ("pids.max", pids)):
+                (self.path / name).write_text(f"{value}\n")
+        except OSError:
+            self.remove()
+            raise
+
+    @classmethod
+    def create(cls, memory: int, pids: int, parent: Path | None = None) -> Cgroup | None:
+        """The sandbox's cgroup, or None where none can be made here (no v2 delegation, no permission, no
+        swap accounting): the caller then falls back to rlimits and the watch, never to no cap."""
+        parent = parent if parent is not None else cls.parent()
+        if parent is None:
+            return None
+        try:
+            return cls(parent, memory, pids)
+        except OSError as exc:
+            logging.getLogger(__name__).warning("no cgroup v2 under %s (%s): rlimits and the memory watch "
+                                                "hold the cap", parent, exc)
+            return None
 
     def enter(self) -> None:
         """``preexec_fn`` of the sandbox: the unshare process (and so all it starts) joins the cgroup."""
@@ -439,19 +463,34 @@ class Cgroup:
             try:
                 self.path.rmdir()
                 return
+            except FileNotFoundError:
+                return
             except OSError:
                 time.sleep(0.1)
 
     @staticmethod
+    def own_dir(proc_cgroup: str, mountinfo: str) -> Path | None:
+        """This process's cgroup v2 directory from the texts of ``/proc/self/cgroup`` and
+        ``/proc/self/mountinfo``; None without a ``0::`` line or a ``cgroup2`` mount (cgroup v1). A mount of a
+        subtree (mountinfo's root field, e.g. a container without a cgroup namespace) is subtracted."""
+        rel = next((line[3:].strip() for line in proc_cgroup.splitlines() if line.startswith("0::")), None)
+        mount = next((line.split() for line in mountinfo.splitlines()
+                      if " - " in line and line.split(" - ")[1].split()[:1] == ["cgroup2"]), None)
+        if rel is None or mount is None or len(mount) < 5:
+            return None
+        root, point = mount[3], mount[4]
+        if root != "/" and (rel == root or rel.startswith(root + "/")):
+            rel = rel[len(root):]
+        return Path(point) / rel.lstrip("/")
+
+    @staticmethod
     def parent() -> Path | None:
         try:
-            rel = next(line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
-                       if line.startswith("0::"))
-            mount = next(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-                         if line.split(" - ")[1].split()[0] == "cgroup2")
-        except (OSError, StopIteration, IndexError):
+            own = Cgroup.own_dir(Path("/proc/self/cgroup").read_text(), Path("/proc/self/mountinfo").read_text())
+        except OSError:
             return None
-        own = Path(mount) / rel.lstrip("/")
+        if own is None:
+            return None
         for cand in (own, own.parent):
             try:
                 enabled = (cand / "cgroup.subtree_control").read_text().split()

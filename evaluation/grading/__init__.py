@@ -108,7 +108,7 @@ Equivalence conventions
   ``parse_error``; every sympy check runs in a worker subprocess killed after ``timeout_s``
   (``timeout``), which works off the main thread and inside daemonic worker processes.  The
   worker (a plain ``subprocess``, ``python -m evaluation.grading.worker``, 4 GiB address-space limit) starts
-  on first use and takes about a second to import sympy; that start-up is not counted against
+  on first use and takes about 3 s to import sympy and warm its parser; that start-up is not counted against
   ``timeout_s``.  A killed worker is replaced in the background.  Workers are per process
   (reset after ``fork``), one per concurrent caller, and exit with their parent.
 

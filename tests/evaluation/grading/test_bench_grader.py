@@ -28,3 +28,14 @@ def test_main_prints_ratio_and_case_accuracy(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "throughput_ratio_vs_math_verify " in out
     assert "cases " in out and "math_verify " in out and "cases_throughput_ratio_vs_math_verify " in out
+
+
+def test_worker_warm_forms_all_parse() -> None:
+    """The worker's start-up warm-up (evaluation.grading.worker._WARM_FORMS) only fills latex2sympy's parser
+    cache if its forms parse; a latex2sympy upgrade that rejects one would silently slow the first answers."""
+    from latex2sympy2_extended import latex2sympy
+
+    from evaluation.grading.worker import _WARM_FORMS
+
+    for form in _WARM_FORMS:
+        assert latex2sympy(form, normalization_config=None) is not None, form
