@@ -130,6 +130,10 @@ Changelog
   ``;``-separated solution groups; AMC letter+value golds; GSM8K ``40%`` for the bare percent gold; a
   control space ``\\ `` at the end of a box; exact comparison of rational expressions, and a confirming
   precision that grows with the numbers' size (``\\sqrt{10^{2000}+1}`` != ``10^{1000}``).
+* ``creditbench-grader/5`` (2026-12-03, from two held-out sets written blind to the code: 192/193 and 204/206
+  at their one grading): a decimal comma with four or more digits (``0,35625``) in a closing sentence; a
+  closing clause after "so"/"therefore"/"thus"/"hence" with one value and words after it ("..., so Robert
+  went down the slide 84 times."); choice letters in ``\\mathrm{}``/``\\mathbf{}`` (``\\mathrm{(A)}``).
 """
 
 from __future__ import annotations
@@ -146,7 +150,7 @@ from evaluation.grading.extract import _prepare_gold, extract_answer, last_boxed
 from evaluation.grading.normalize import _MAX_LEN
 from evaluation.grading.pool import _slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/4"
+GRADER_VERSION = "creditbench-grader/5"
 
 log = logging.getLogger(__name__)
 

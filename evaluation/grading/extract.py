@@ -36,6 +36,11 @@ _CLOSING_VERB_RE = re.compile(
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
+# "..., so Robert went down the slide 84 times.": the clause after the last "so" holds one value, then words
+_CLOSING_SO_RE = re.compile(
+    rf"(?i)(?:^|,|;)\s*(?:so|therefore|thus|hence)\b,?\s+(?:[a-zA-Z'\-]+\s+){{0,10}}?(?<![\w.])({_NUM})"
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
+)
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
@@ -207,7 +212,7 @@ def _closing_statement(text: str) -> str | None:
     nums = _NUM_RE.findall(sentence)
     if len(nums) == 1:
         return nums[0].strip()
-    m = _CLOSING_VERB_RE.search(sentence)
+    m = _CLOSING_VERB_RE.search(sentence) or _CLOSING_SO_RE.search(sentence)
     return m.group(1).strip() if m else None
 
 

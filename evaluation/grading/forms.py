@@ -68,8 +68,9 @@ def number_with_unit(s: str) -> _Num | None:
 
 
 _AMC_GOLD_RE = re.compile(  # a choice letter, then its value
-    r"^\s*(?:\\text(?:bf|rm)?\s*\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(?:\\[ ,;:!]|~|\s)*(\S.*)$", re.S)
-_CHOICE_ONLY_RE = re.compile(r"^\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?([A-E])\)?\s*\}?\s*$")
+    r"^\s*(?:\\(?:text(?:bf|rm)?|math(?:rm|bf))\s*\{\s*\(([A-E])\)\s*\}|\(([A-E])\))"
+    r"\s*(?:\\[ ,;:!]|~|\s)*(\S.*)$", re.S)
+_CHOICE_ONLY_RE = re.compile(r"^\s*(?:\\(?:text(?:bf|rm)?|math(?:rm|bf))\s*\{\s*)?\(?([A-E])\)?\s*\}?\s*$")
 
 
 def amc_gold(gold: str) -> tuple[str, str] | None:

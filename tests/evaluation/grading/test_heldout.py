@@ -5,7 +5,9 @@ before the rules for these kinds (57 agreed then); ``heldout/issue25_blind_*.jso
 them and graded once before two more rules (41 agreed then, 26 with grader v3); ``heldout/s9_blind_a_*.jsonl``:
 193 pairs written by someone who read only this package's docstring (never its code, cases or verdicts),
 committed (a5d455c) before their one grading with grader v4: 192 agreed (99.5 %); the miss, a five-digit decimal
-comma (``0,35625``), was fixed after. All are separate from the case tables (``cases/issue25.tsv``).
+comma (``0,35625``), was fixed after; ``heldout/s9_blind_b_*.jsonl``: 206 more by the same author, committed (7a93265)
+before their one grading (grader v4 and that fix): 204 agreed (99.0 %); the two misses (``\\mathrm{(A)}``, a
+"so" clause) were fixed after (grader v5). All are separate from the case tables (``cases/issue25.tsv``).
 GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
 """
 
@@ -29,7 +31,7 @@ def _grade(name: str, dataset: str | None, tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a"])
+@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a", "s9_blind_b"])
 def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -> None:
     rows = _grade(f"{prefix}_math.jsonl", None, tmp_path) + _grade(f"{prefix}_gsm8k.jsonl", "gsm8k", tmp_path)
     assert len(rows) >= 40 and {r["label"] for r in rows} == {True, False}
