@@ -193,7 +193,7 @@ def cf_work(tokenizer, ro, max_new_tokens: int) -> dict:
             continue
         seen.add(key)
         sp = cf_spans(resp, tokenizer, stop_ids=[tokenizer.pad_token_id, eos], max_spans=knobs["max_spans"],
-                      span_stop=knobs["span_stop"], reasoning_cap=None)
+                      span_stop=knobs["span_stop"], reasoning_cap=None, answer_marker=knobs["answer_marker"])
         spans.append(len(sp.spans))
         scored = sp.answer_start is not None and sp.answer_start + 1 < n_valid[b]
         if not sp.spans or not scored or (knobs["skip_zero_advantage"] and float(adv[b]) == 0.0):

@@ -178,6 +178,8 @@ _CF_KNOBS = {  # aligntune configs/qwen25_3b_gsm8k_*.yaml
     # exact speed-up: A_i = 0 rows run no counterfactual forward (needs kl_beta = 0 or weights off the KL)
     "skip_zero_advantage": True,
     "suffix_window": None,  # None: exact CF; W: the approximate bounded suffix window (CF departure 17)
+    # the answer region starts where the answer checker states the answer (CF departure 18); "markers": reference
+    "answer_marker": "checker",
 }
 
 # TRL loss_type="dapo" as aligntune runs it: symmetric eps 0.2 (no clip-higher), KL beta 0.005 (k3),

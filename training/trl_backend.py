@@ -70,7 +70,7 @@ from evaluation.grading import reward
 from training import losses
 from training.checkpoint import truncate_metrics
 from training.credit import get_token_weight_fn
-from training.phases import OldForward, build_credit_batch
+from training.phases import REWARD_WORKERS, OldForward, build_credit_batch
 from training.presets import Preset
 from training.tracking import report_to
 
@@ -139,8 +139,8 @@ def make_reward_funcs(preset: Preset, *, max_new_tokens: int, timeout_s: float, 
 
     def correct(prompts, completions, completion_ids, answer, **_: Any) -> list[float]:
         t0 = time.perf_counter()
-        if reward_fn is None:  # the native checker, the batch through its worker pool
-            out = reward(list(completions), list(answer), timeout_s=timeout_s)
+        if reward_fn is None:  # the native checker, the batch through its worker pool, as wide as the native loop's
+            out = reward(list(completions), list(answer), timeout_s=timeout_s, workers=REWARD_WORKERS)
         else:
             out = [reward_fn(c, a, timeout_s=timeout_s) for c, a in zip(completions, answer)]
         log.correct.extend(out)

@@ -146,7 +146,7 @@ from dataclasses import dataclass
 
 from common.records import REASONS
 from evaluation.grading.equivalence import _fast_verdict
-from evaluation.grading.extract import _prepare_gold, extract_answer, last_boxed
+from evaluation.grading.extract import _prepare_gold, answer_start, extract_answer, last_boxed
 from evaluation.grading.normalize import _MAX_LEN
 from evaluation.grading.pool import _slow_in_worker
 
@@ -240,6 +240,6 @@ def reward(responses: Sequence[str], golds: Sequence[str], *, timeout_s: float =
     return [float(v.correct) for v in verdicts]
 
 
-__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "equivalent", "extract_answer", "grade", "grade_many",
-           "last_boxed", "reward"]
+__all__ = ["DATASETS", "GRADER_VERSION", "REASONS", "Verdict", "answer_start", "equivalent", "extract_answer", "grade",
+           "grade_many", "last_boxed", "reward"]
 

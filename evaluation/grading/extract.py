@@ -218,13 +218,72 @@ def _closing_statement(text: str) -> str | None:
 
 def extract_answer(response: str, dataset: str | None = None) -> str | None:
     """The answer string in a model response, or None when there is none (see the package docstring)."""
-    text = _strip_think(response or "")
+    return _extract(response, dataset)[0]
+
+
+def answer_start(response: str, dataset: str | None = None) -> int | None:
+    """Character offset in ``response`` where the statement of the extracted answer begins, or None when
+    :func:`extract_answer` finds no answer: the ``####`` of a GSM8K line, the ``\\boxed`` of the (first joined)
+    box, the "answer is" / "Final Answer:" phrase, or the closing statement (its display-math opener, else the
+    start of its sentence).  Every token from there on states the answer (CF's answer region)."""
+    return _extract(response, dataset)[1]
+
+
+def _plain_index(text: str, i: int) -> int:
+    """Index in ``text`` of character ``i`` of ``text.replace("**", "")``."""
+    j = k = 0
+    while j < len(text):
+        if text.startswith("**", j):
+            j += 2
+            continue
+        if k == i:
+            return j
+        k += 1
+        j += 1
+    return j
+
+
+def _closing_start(text: str) -> int:
+    """Where :func:`_closing_statement`'s value is stated: the display-math opener closing ``text``, else
+    the start of the last sentence of its last line (a closing pleasantry skipped)."""
+    tail = text.rstrip()
+    for closer in ("\\]", "$$"):
+        if tail.endswith(closer):
+            start = tail.rfind("\\[" if closer == "\\]" else "$$", 0, len(tail) - len(closer))
+            if start >= 0 and tail.count("\n", start) <= 6:
+                return start
+    lines = [m for m in re.finditer(r"[^\n]+", tail) if m.group().strip()]
+    if len(lines) >= 2 and _PLEASANTRY_RE.match(lines[-1].group().strip()):
+        lines.pop()
+    if not lines:
+        return 0
+    line = lines[-1]
+    lead = len(line.group()) - len(line.group().lstrip("-*> \t"))
+    cuts = [m.end() for m in re.finditer(r"(?<=[.!?])(?:\*\*)?\s+(?=(?:\*\*)?[A-Z])", line.group())]
+    return line.start() + max([lead, *cuts])
+
+
+def _extract(response: str, dataset: str | None) -> tuple[str | None, int | None]:
+    """(:func:`extract_answer`, :func:`answer_start`): the answer and where in ``response`` it is stated."""
+    response = response or ""
+    text = _strip_think(response)
     if text is None:
-        return None
+        return None, None
+    base = len(response) - len(text)  # text after the last </think>
+    m_turn = _TURN_RE.search(text)
+    kept = m_turn.start() if m_turn and text[: m_turn.start()].strip() else len(text)
+    base += max(0, kept - MAX_RESPONSE)  # _final_turn keeps the last MAX_RESPONSE characters before a turn
     text = _final_turn(text)
-    gsm = _GSM_RE.findall(text)
+    answer, pos = _extract_final(text, dataset)
+    return (None, None) if answer is None else (answer, base + pos)
+
+
+def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
+    """The answer in the final turn ``text`` and its statement's offset in ``text`` (0 when there is none)."""
+    gsm_matches = list(_GSM_RE.finditer(text))
+    gsm = [m.group(1) for m in gsm_matches]
     if dataset == "gsm8k" and gsm and gsm[-1].strip():
-        return _drop_trailing_words(gsm[-1].strip())
+        return _drop_trailing_words(gsm[-1].strip()), gsm_matches[-1].start()
     plain = text.replace("**", "")
     phrases = list(_ANSWER_PHRASE_RE.finditer(plain))
     spans = [s for s in _boxed_spans(text) if not _is_echo(s[2])]
@@ -236,7 +295,7 @@ def extract_answer(response: str, dataset: str | None = None) -> str | None:
             if last_final.start() >= box_end_plain:
                 ans = _phrase_tail(plain[last_final.end() :])
                 if ans and re.search(r"[\d\\$]", ans):
-                    return ans
+                    return ans, _plain_index(text, last_final.start())
         parts = [spans[-1]]
         for prev in reversed(spans[:-1]):
             gap = text[prev[1] : parts[0][0]]
@@ -247,16 +306,17 @@ def extract_answer(response: str, dataset: str | None = None) -> str | None:
             else:
                 break
         ans = ", ".join(_chain_value(p[2].strip()) for p in parts).strip()
-        return ans or None
+        return ans or None, parts[0][0]
     for m in phrases[-3:][::-1]:  # a phrase followed by a comma ("the answer is, because") states nothing
         if plain[m.end() : m.end() + 1] not in (",", ";"):
             ans = _phrase_tail(_ECHO_BOX_RE.sub("", plain[m.end() : m.end() + 2000]))
             if ans:
-                return ans
+                return ans, _plain_index(text, m.start())
             break
     if gsm and gsm[-1].strip():
-        return _drop_trailing_words(gsm[-1].strip())
-    return _closing_statement(_ECHO_BOX_RE.sub("", text))
+        return _drop_trailing_words(gsm[-1].strip()), gsm_matches[-1].start()
+    blanked = _ECHO_BOX_RE.sub(lambda m: " " * len(m.group()), text)  # the same cut, offsets kept
+    return _closing_statement(_ECHO_BOX_RE.sub("", text)), _closing_start(blanked)
 
 
 @lru_cache(maxsize=16384)

@@ -5,8 +5,11 @@ The paper's method section was not available; this follows the authors' code, Le
 ``compute_batched_counterfactual_importance``, ``compute_soft_weights``, ``CounterfactualGRPOTrainer``),
 (training/ALGORITHMS.md, CF card). Per completion:
 
-1. Regions. Answer marker = first of "final answer" (case-insensitive), "####", fallback ``\\boxed{``;
-   reasoning region = response tokens before the marker's first token.
+1. Regions. Answer marker = the reference's first of "final answer" (case-insensitive), "####", fallback
+   ``\\boxed{`` (``answer_marker="markers"``); with ``"checker"`` (default) the earlier of that and the token
+   where the answer checker states the answer the reward grades (``evaluation.grading.answer_start``: the box,
+   the "answer is" phrase, ``####`` or the closing sentence), so every response the checker can score has a
+   marker; reasoning region = response tokens before the marker's first token.
 2. Spans (:func:`detect_spans`): arithmetic ``number (op number)+ = number`` (at most max_spans//2), sentence
    spans (>= 5 tokens, ends at ``.``/``!``/``?``, a ``\\n\\n`` token or two ``\\n`` tokens), both dropping
    LaTeX-heavy text (> 30 % backslashes); sentences overlapping an arithmetic span are dropped; spans
@@ -69,6 +72,8 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 import torch
 from torch import Tensor
 
+from evaluation.grading import answer_start as checker_answer_start
+
 if TYPE_CHECKING:  # pragma: no cover
     from training.credit.batch import CreditBatch
 
@@ -76,6 +81,8 @@ CFMode = Literal["counterfactual", "inverted", "random"]
 CF_MODES: tuple[str, ...] = ("counterfactual", "inverted", "random")
 SpanStop = Literal["marker", "reference"]
 SPAN_STOPS: tuple[str, ...] = ("marker", "reference")
+AnswerMarker = Literal["checker", "markers"]
+ANSWER_MARKER_RULES: tuple[str, ...] = ("checker", "markers")
 Fallback = Literal["batched", "sequential"]
 FALLBACKS: tuple[str, ...] = ("batched", "sequential")
 SpanDrop = Literal["per_token", "full"]
@@ -130,6 +137,16 @@ def find_answer_start(pieces: Sequence[str]) -> int | None:
         if pos >= 0:
             return _token_at(pieces, pos)
     return None
+
+
+def checker_answer_token(pieces: Sequence[str]) -> int | None:
+    """Token index of the earlier of :func:`find_answer_start` and where the answer checker states the answer
+    it extracts from ``"".join(pieces)`` (the reward's reading, dataset None as the reward); None when neither."""
+    text = "".join(pieces)
+    pos = checker_answer_start(text)
+    marker = find_answer_start(pieces)
+    checker = None if pos is None or pos >= len(text) else _token_at(pieces, pos)
+    return min((t for t in (marker, checker) if t is not None), default=None)
 
 
 def _token_at(pieces: Sequence[str], char_pos: int) -> int:
@@ -255,6 +272,7 @@ def cf_spans(
     pieces_cache: dict[int, str] | None = None,
     padded: Sequence[int] | None = None,
     pad_id: int | None = None,
+    answer_marker: AnswerMarker = "checker",
 ) -> CFSpans:
     """Regions and counterfactual spans of one completion (response token ids, no padding needed).
 
@@ -265,14 +283,17 @@ def cf_spans(
     ``\\boxed{`` marker), and spans ending after the reasoning end are dropped, as the reference (caps count
     the dropped spans too). ``reasoning_cap``: the reasoning end is at most this (reference: seq_len - 1).
     ``pieces_cache``: see :func:`token_pieces`. min/max_length are the reference's constants (5, 50).
+    ``answer_marker``: "checker" (:func:`checker_answer_token`) or "markers" (:func:`find_answer_start`).
     """
     if span_stop not in SPAN_STOPS:
         raise ValueError(f"cf: unknown span_stop {span_stop!r}; valid: {SPAN_STOPS}")
+    if answer_marker not in ANSWER_MARKER_RULES:
+        raise ValueError(f"cf: unknown answer_marker {answer_marker!r}; valid: {ANSWER_MARKER_RULES}")
     ids = [int(i) for i in ids]
     stops = set(int(s) for s in stop_ids if s is not None)
     clean_end = next((j for j, t in enumerate(ids) if t in stops), len(ids))
     pieces = token_pieces(ids[:clean_end], tokenizer, pieces_cache)
-    answer_start = find_answer_start(pieces)
+    answer_start = checker_answer_token(pieces) if answer_marker == "checker" else find_answer_start(pieces)
     regions = CFSpans(clean_end=clean_end, answer_start=answer_start, spans=(), kinds=(), reasoning_cap=reasoning_cap)
     reasoning_end = regions.reasoning_end
     if span_stop == "reference":
@@ -424,6 +445,7 @@ def cf_with_spans(
     skip_zero_advantage: bool,
     max_rows_per_call: int | None = None,
     suffix_window: int | None = None,
+    answer_marker: AnswerMarker = "checker",
 ) -> tuple[Tensor, list[CFSpanRecord]]:
     """:func:`cf` plus one :class:`CFSpanRecord` per scored span (empty when skipped or ``mode="random"``).
 
@@ -438,6 +460,7 @@ def cf_with_spans(
     the rows of one ``logp_fn`` call (None: all counterfactual rows of the batch in one call).
     ``suffix_window`` W (approximate; None: exact CF): a masked span [s, e) changes the keys/values of
     positions [s, e + W) only; the answer tokens attend to the unedited ones beyond (CF departure 17).
+    ``answer_marker``: where the answer region starts (:func:`cf_spans`; module docstring step 1).
     """
     records: list[CFSpanRecord] = []
     if mode not in CF_MODES:
@@ -472,7 +495,7 @@ def cf_with_spans(
             sp = cf_spans(resp, batch.tokenizer, stop_ids=stop_ids, max_spans=max_spans, span_stop=span_stop,
                           reasoning_cap=R - 1 if cap_reasoning_end else None, pieces_cache=pieces,
                           padded=ids[b].tolist() if span_stop == "reference" else None,
-                          pad_id=batch.pad_token_id)
+                          pad_id=batch.pad_token_id, answer_marker=answer_marker)
             info[key] = (b, sp, token_pieces(resp[: sp.clean_end], batch.tokenizer, pieces))
 
     # 3. counterfactual scores: for each unique row, the unmasked completion and one row per span

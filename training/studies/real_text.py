@@ -2,7 +2,9 @@
 
 On the synthetic task every worked solution ends in ``\\boxed{}`` and has calculation spans; a real small
 model's text may have neither, and then CF has nothing to score (its weights fall back to the uniform
-prior). ``training.studies.analysis`` adds :func:`real_text_summary` to ``summary.json`` (``cf.real_text``).
+prior). The answer marker is where the answer checker states the answer it reads (CF's ``answer_marker``
+knob), so it is one of :data:`MARKER_KINDS`. ``training.studies.analysis`` adds :func:`real_text_summary`
+to ``summary.json`` (``cf.real_text``).
 """
 
 from __future__ import annotations
@@ -11,11 +13,24 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from training.credit.cf import ANSWER_MARKERS, CFSpanRecord, cf_spans, token_pieces
+from training.credit.cf import CFSpanRecord, cf_spans, token_pieces
 from training.phases import Rollout
 from training.presets import Preset
 
 SPAN_KINDS: tuple[str, ...] = ("arithmetic", "sentence")  # training.credit.cf.detect_spans kinds
+MARKER_KINDS: tuple[str, ...] = ("boxed", "####", "answer phrase", "closing statement")
+
+
+def marker_kind(statement: str) -> str:
+    """Which kind of answer statement starts ``statement`` (the text from CF's answer marker on)."""
+    head = statement.lstrip().lower()
+    if head.startswith(("\\boxed", "\\fbox")):
+        return "boxed"
+    if head.startswith("####"):
+        return "####"
+    if head.startswith(("answer", "final answer", "final")):
+        return "answer phrase"
+    return "closing statement"
 
 
 def describe(values: Sequence[float]) -> dict[str, Any]:
@@ -27,15 +42,18 @@ def describe(values: Sequence[float]) -> dict[str, Any]:
 
 def response_structure(ro: Rollout, tokenizer: Any, cf_preset: Preset) -> list[dict[str, Any]]:
     """Per response, what CF's span detection finds (``cf.cf_spans`` with the preset's knobs): the answer
-    marker (which of ``ANSWER_MARKERS``, or None) and the number and kinds of counterfactual spans. On real
-    model text this says whether CF has anything to score (issue 24), independent of the advantages."""
+    marker (its :func:`marker_kind`, or None when there is none or no answer token follows it: nothing to score)
+    and the number and kinds of counterfactual spans. On real model text this says whether CF has anything to
+    score (issue 24), independent of the advantages."""
     stops = [tokenizer.eos_token_id, tokenizer.pad_token_id]
     knobs, cache, out = cf_preset.knobs, {}, []
     for i in range(ro.response_ids.shape[0]):
         sp = cf_spans(ro.response_ids[i].tolist(), tokenizer, stop_ids=stops, max_spans=knobs["max_spans"],
-                      span_stop=knobs["span_stop"], reasoning_cap=None, pieces_cache=cache)
-        text = "".join(token_pieces(ro.response_ids[i, :sp.clean_end].tolist(), tokenizer, cache)).lower()
-        marker = next((m for m in ANSWER_MARKERS if m in text), None)
+                      span_stop=knobs["span_stop"], reasoning_cap=None, pieces_cache=cache,
+                      answer_marker=knobs["answer_marker"])
+        pieces = token_pieces(ro.response_ids[i, :sp.clean_end].tolist(), tokenizer, cache)
+        scorable = sp.answer_start is not None and sp.answer_start + 1 < sp.clean_end
+        marker = marker_kind("".join(pieces[sp.answer_start:])) if scorable else None
         out.append({"marker": marker, "n_spans": len(sp.spans), "kinds": list(sp.kinds)})
     return out
 
@@ -46,7 +64,7 @@ def real_text_summary(structure: Sequence[Mapping[str, Any]], records: Sequence[
     I(s) of the spans CF scored (only responses with a non-zero advantage are scored)."""
     n = len(structure)
     drops = [r.drop for r in records]
-    markers = {m: sum(s["marker"] == m for s in structure) for m in ANSWER_MARKERS}
+    markers = {m: sum(s["marker"] == m for s in structure) for m in MARKER_KINDS}
     return {
         "n_responses": n,
         "share_with_marker": sum(s["marker"] is not None for s in structure) / n if n else None,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 
+from evaluation.grading import extract_answer
 from training.credit import TOKEN_WEIGHTS, CreditBatch, get_token_weight_fn
 from training.credit.delta import delta_lambda as _delta_lambda
 from training.credit.delta import delta_reference as _delta_reference
@@ -295,7 +298,7 @@ def knobs(**kw):
     return {**PRESETS["cf"].knobs, **kw}
 
 
-SPAN_KW = {"max_spans": 10, "span_stop": "marker", "reasoning_cap": None}
+SPAN_KW = {"max_spans": 10, "span_stop": "marker", "reasoning_cap": None, "answer_marker": "markers"}  # reference rule
 
 SYNTHETIC = "Let's think step by step. Sam has 7 + 5 = 12 pens. 12 - 3 = 9. \\boxed{9}"
 PAD, EOS = 0, 1
@@ -606,3 +609,29 @@ def test_random_weights_control():
     assert w[valid].mean().item() == pytest.approx(1.0, abs=1e-5)
     assert (w[~valid] == 0).all() and w[valid].max() / w[valid].min() <= 1.2 / 0.8 + 1e-6
     assert w[valid].std() > 0.05
+
+
+REAL_SMOLLM2 = Path(__file__).resolve().parents[2] / "evaluation" / "grading" / "cases" / "real_smollm2.tsv"
+
+
+def test_cf_answer_marker_on_real_smollm2_text(tokenizer):
+    """Issue 24: real SmolLM2-135M-Instruct generations (the grader's case table) seldom carry the reference's
+    markers ("final answer", "####", ``\\boxed{``); with ``answer_marker="checker"`` every response the answer
+    checker can score has an answer region, and the checker reads the same answer from that region alone."""
+    with REAL_SMOLLM2.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    gradable = with_markers = 0
+    for row in rows:
+        text = row["response"].replace("⏎", "\n")
+        sp, pieces, _, _ = spans_of(text, tokenizer, answer_marker="checker")
+        ref = spans_of(text, tokenizer, answer_marker="markers")[0]
+        joined = "".join(pieces)
+        answer = extract_answer(joined)
+        with_markers += ref.answer_start is not None
+        assert (sp.answer_start is None) == (answer is None and ref.answer_start is None), text[-200:]
+        if answer is not None:
+            gradable += 1
+            assert sp.answer_start + 1 < sp.clean_end and sp.reasoning_end == sp.answer_start
+            assert extract_answer("".join(pieces[sp.answer_start:])) == answer, text[-200:]
+            assert ref.answer_start is None or sp.answer_start <= ref.answer_start
+    assert len(rows) >= 50 and gradable >= 0.7 * len(rows) and with_markers <= 0.5 * gradable, (gradable, with_markers)

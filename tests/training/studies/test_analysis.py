@@ -344,7 +344,7 @@ def test_e2e_real_text_block_counts_markers_spans_and_drops(e2e) -> None:
     rt, cf = summary["cf"]["real_text"], summary["cf"]
     n = cfg.rl.prompts_per_step * cfg.rl.group_size
     assert rt["n_responses"] == n and rt["share_with_marker"] == 1.0
-    assert rt["markers"] == {"final answer": 0, "####": 0, "\\boxed{": n}
+    assert rt["markers"] == {"boxed": n, "####": 0, "answer phrase": 0, "closing statement": 0}
     assert rt["spans_per_response"] == cfg.task.max_ops + 1 and rt["share_with_spans"] == 1.0
     assert rt["spans_by_kind"] == {"arithmetic": n * cfg.task.max_ops, "sentence": n}
     assert rt["n_responses_scored"] == cf["n_completions_scored"] and rt["n_spans_scored"] == cf["n_spans"]["all"]
@@ -360,3 +360,12 @@ def test_real_text_summary_without_markers_or_scored_spans() -> None:
     assert rt["share_with_marker"] == 0.5 and rt["markers"]["####"] == 1 and rt["spans_per_response"] == 1.0
     assert rt["spans_by_kind"] == {"arithmetic": 1, "sentence": 1} and rt["drop"] is None
     assert rt["share_drop_positive"] is None and rt["n_spans_scored"] == 0
+
+
+@pytest.mark.parametrize("statement, kind", [("\\boxed{4}", "boxed"), ("#### 42", "####"),
+                                             ("answer is 7.", "answer phrase"), ("Final Answer: 3", "answer phrase"),
+                                             ("So she has 8 apples now.", "closing statement")])
+def test_real_text_marker_kind(statement: str, kind: str) -> None:
+    from training.studies.real_text import marker_kind
+
+    assert marker_kind(statement) == kind
