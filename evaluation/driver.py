@@ -346,7 +346,8 @@ def results_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
            "n": summary["n_problems"], "k": summary["k"], "metrics": summary["metrics"],
            "reasons": summary["reasons"], "sampling": summary["sampling"],
            "seconds": summary.get("generation_seconds"), "cache": summary.get("cache")}
-    out.update({key: summary[key] for key in ("lm_eval_acc", "warnings", "mean_response_tokens") if key in summary})
+    keep = ("lm_eval_acc", "lm_eval_acc_norm", "warnings", "mean_response_tokens")
+    out.update({key: summary[key] for key in keep if key in summary})
     return out
 
 

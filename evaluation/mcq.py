@@ -262,8 +262,8 @@ def loglikelihood_sets(model_dir: str | os.PathLike[str], subsets: Mapping[str, 
         out[name] = (raw, {"template": res.template, "grader_version": f"lm-eval/{lm_eval.__version__} {metric}",
                            "sampling": {"n": 1, "loglikelihood": True, "num_fewshot": num_fewshot},
                            "backend": f"lm-eval/{lm_eval.__version__} hf", "generation_seconds": seconds,
-                           "lm_eval_acc": res.acc_norm if norm else res.acc, "mcq_protocol": res.protocol,
-                           "mcq_metric": metric})
+                           "lm_eval_acc": res.acc, "lm_eval_acc_norm": res.acc_norm if norm else None,
+                           "mcq_protocol": res.protocol, "mcq_metric": metric})
     return out
 
 

@@ -81,7 +81,8 @@ CLI_SAME = ["--sets", "gsm8k,arc_challenge", "--limit", "3", "--subset-seed", "0
 TIMING = ("latency_s", "grade_seconds")
 SAME_SUMMARY = ("benchmark", "n_problems", "k", "n_samples", "avg_at_k", "ci95", "pass_at_k", "maj_at_k",
                 "problem_ids", "per_problem_correct", "reasons", "grader_version", "template", "metrics", "sampling",
-                "limit", "subset_seed", "n_total", "data_sha256", "mean_response_tokens", "warnings", "lm_eval_acc")
+                "limit", "subset_seed", "n_total", "data_sha256", "mean_response_tokens", "warnings", "lm_eval_acc",
+                "lm_eval_acc_norm")
 
 
 @pytest.mark.slow
