@@ -45,9 +45,13 @@ log = logging.getLogger(__name__)
 def available_sets(cfg: Config, *, explicit: bool = False) -> tuple[str, ...]:
     """``real_eval.sets`` without external sets (GPQA) whose file is not on this machine. Left out with a
     warning when the list is the schema default (``explicit`` False); a set the config names explicitly
-    fails instead (:class:`ConfigError`): a table without it would silently answer another question."""
+    fails instead (:class:`ConfigError`): a table without it would silently answer another question.
+    ``limit_per_set`` keys must be among the sets (a suite's members count)."""
+    sets = expand_sets(cfg.real_eval.sets)  # suite names (evaluation.benchmarks.SUITES) as their sets
+    if extra := [name for name in cfg.real_eval.limit_per_set if name not in sets]:
+        raise ConfigError(f"config key 'real_eval/limit_per_set': {extra} not in real_eval/sets {list(sets)}")
     out = []
-    for name in expand_sets(cfg.real_eval.sets):  # suite names (evaluation.benchmarks.SUITES) as their sets
+    for name in sets:
         bench = get_benchmark(name)
         path = benchmark_file(bench, data_dir=cfg.data.benchmarks_dir, gpqa_dir=cfg.data.gpqa_dir)
         if bench.external and not path.is_file():

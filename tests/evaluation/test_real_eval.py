@@ -38,7 +38,6 @@ def test_checkpoints_follow_the_seeds_methods_and_checkpoints_keys():
 
 @pytest.mark.parametrize(("section", "key"), [
     ({"seeds": [9]}, "real_eval/seeds"), ({"methods": ["cf"]}, "real_eval/methods"),
-    ({"sets": ["gsm8k"], "limit_per_set": {"aime24": 3}}, "real_eval/limit_per_set"),
     ({"sets": ["synthetic"]}, "real_eval/sets/0"), ({"checkpoints": ["best"]}, "real_eval/checkpoints/0"),
 ])
 def test_bad_real_eval_keys_are_named(section, key):
@@ -55,6 +54,14 @@ def test_schema_lists_every_registered_test_set_and_suite():
 def test_a_suite_in_the_config_is_its_sets():
     cfg = config_from_dict({**BASE, "real_eval": {"sets": ["competition_math", "gsm8k"]}})
     assert real_eval.available_sets(cfg) == (*SUITES["competition_math"], "gsm8k")
+
+
+def test_limit_per_set_names_listed_sets_or_suite_members():
+    cfg = config_from_dict({**BASE, "real_eval": {"sets": ["competition_math"], "limit_per_set": {"aime24": 3}}})
+    assert real_eval.available_sets(cfg) == SUITES["competition_math"] and cfg.real_eval.limit_for("aime24") == 3
+    bad = config_from_dict({**BASE, "real_eval": {"sets": ["gsm8k"], "limit_per_set": {"aime24": 3}}})
+    with pytest.raises(ConfigError, match="config key 'real_eval/limit_per_set': \\['aime24'\\] not in"):
+        real_eval.available_sets(bad)
 
 
 def test_missing_external_set_is_left_out(tmp_path):
