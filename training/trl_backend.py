@@ -1,52 +1,44 @@
 """Backend ``trl``: the same presets inside TRL's ``GRPOTrainer`` through one small adapter.
 
-TRL brings multi-GPU / multi-node training (accelerate with DeepSpeed ZeRO or FSDP), PEFT LoRA and
-vLLM rollouts (colocate or server); creditbench brings the credit assignment. The adapter
-(:class:`CreditGRPOTrainer`) overrides three methods of ``trl.GRPOTrainer`` (TRL 1.16,
-``trl/trainer/grpo_trainer.py``) and re-implements none of the math:
+TRL brings multi-GPU / multi-node training (accelerate with DeepSpeed ZeRO or FSDP), PEFT LoRA and vLLM rollouts
+(colocate or server); creditbench brings the credit assignment. The adapter (:class:`CreditGRPOTrainer`) overrides
+three methods of ``trl.GRPOTrainer`` (TRL 1.16, ``trl/trainer/grpo_trainer.py``) and re-implements none of the math:
 
-- ``_get_per_token_logps_and_entropies``: during the old-log-prob forward of a generation batch,
-  a forward hook on the backbone captures the LM-head input ``h`` (DelTA's gradient proxy; TRL's
-  fused LM head never calls ``lm_head`` as a module, so the hook sits on the backbone's
-  ``last_hidden_state``) and the entropies. When TRL runs that forward itself (mini_batches > 1, or
-  vLLM importance-sampling correction) its forward is reused; otherwise the adapter runs it once.
-- ``_generate_and_score_completions``: after TRL's rollout and rewards, builds the native
-  :class:`training.credit.batch.CreditBatch` where TRL has the batch, calls the preset's token-weight
-  function (``TOKEN_WEIGHTS``; CF's counterfactual re-scoring runs through the same TRL forward) and
-  stores ``token_weights`` and ``old_per_token_logps`` in the batch TRL shuffles and splits.
-- ``_compute_loss``: the native per-token loss :func:`per_token_loss` (``losses.ppo_clip_surrogate``
-  with clip-higher and dual clip, ``losses.kl_k3``, the weight on pg or on pg + beta KL) and
-  ``losses.aggregate`` with TRL's global normalisers.
+- ``_get_per_token_logps_and_entropies``: in the pi_old (old-log-prob) forward of a generation batch a hook on
+  the backbone captures the LM-head input ``h`` (DelTA; TRL's fused LM head never calls ``lm_head``, so the hook
+  reads the backbone's ``last_hidden_state``) and the entropies. TRL runs that forward itself with
+  mini_batches > 1 or vLLM's importance-sampling correction; otherwise (on-policy: one optimizer step per
+  rollout, ratio exactly 1) the adapter runs it only if the credit phase reads it (:func:`needs_old_forward`:
+  ``training.credit.OLD_FORWARD_READS``, e.g. DelTA, Forking tokens, Clip-Cov; not GRPO/DAPO/CF: ~20 % of a
+  tiny-model TRL step). Skipped, the loss's old log-prob is ``logp.detach()`` (as TRL's) and the entropy
+  statistic comes from the loss forward (same parameters).
+- ``_generate_and_score_completions``: after TRL's rollout and rewards, builds the native ``CreditBatch``,
+  calls the preset's token-weight function (CF re-scores through the same TRL forward) and stores
+  ``token_weights`` (and ``old_per_token_logps``) in the batch TRL shuffles and splits.
+- ``_compute_loss``: the native :func:`per_token_loss` (clip-higher, dual clip, k3 KL, the weight on pg or on
+  pg + beta KL) and ``losses.aggregate`` with TRL's global normalisers.
 
-Rewards are TRL reward functions wrapping the native ones: ``evaluation.grading.reward`` (the
-evaluation grader) plus, for presets with overlong shaping, ``losses.overlong_penalty`` (summed by
-TRL with weight 1, as the native loop adds them). Advantages are TRL's group z-score
-(``scale_rewards="group"``, or ``"none"`` for Dr.GRPO).
+Rewards wrap the native ones (``evaluation.grading.reward``; ``losses.overlong_penalty`` for overlong shaping,
+summed by TRL with weight 1). Advantages are TRL's group z-score (``scale_rewards`` "group"; "none": Dr.GRPO).
 
 Differences from the native loop (documented, none changes a loss on identical inputs):
 - TRL's group std adds 1e-4 (native 1e-6); TRL divides logits by the sampling temperature before
   the log-softmax (native scores at T=1): identical at T=1 (the DelTA recipes), not at CF's T=0.6.
-- ``token_mean``'s normaliser is TRL's: tokens of the whole generation batch / (processes x
-  mini-batches), i.e. the mean tokens per optimizer step (native default: the exact count of each
-  mini-batch); see TRL issues 5619 / PR 6024. The native loop reproduces TRL's with the preset
-  field ``token_mean_normaliser="step_mean"`` (``training/ALGORITHMS.md``, shared departure S2);
-  with ``mini_batches == 1`` the two are equal.
+- ``token_mean``'s normaliser is TRL's: generation-batch tokens / (processes x mini-batches) (TRL issue 5619 /
+  PR 6024; native default: each mini-batch's count; ``token_mean_normaliser="step_mean"`` reproduces TRL's,
+  ALGORITHMS.md S2); equal with ``mini_batches == 1``.
 - OTB, KTAE and W-REINFORCE (``outcome_advantage`` / ``token_advantage``) and KL-Cov (``token_terms``) are
   native-loop only; GSPO's sequence ratio and Clip-Cov's weights run here through the same loss.
-- Prompts are drawn by TRL's seeded sampler, not ``training.rl.sample_prompts``.
-- With vLLM and TRL's importance-sampling correction on (TRL default), the policy-gradient term is
-  multiplied by the rollout/trainer ratio, as TRL does.
-- DelTA's hidden states are kept for the local generation batch (on the CPU when
-  ``offload_hidden``): at 20k-token responses that is tens of GB per process (``training.plan``).
-- Dynamic sampling is not supported (no shipped preset uses it).
+- With vLLM and TRL's importance-sampling correction on (TRL default), the pg term is multiplied by the
+  rollout/trainer ratio, as TRL does. DelTA's h is kept for the local generation batch (on the CPU when
+  ``offload_hidden``): at 20k-token responses tens of GB per process (``training.plan``).
+- Prompts are drawn by TRL's seeded sampler (not ``training.rl.sample_prompts``); no dynamic sampling.
 
-Checkpoints: ``run_dir/checkpoints/step{N}`` are full HF folders (LoRA adapters merged into the
-base) every ``checkpoint_every`` rollout steps and at the end; the resume state is TRL's own
-``run_dir/trl/checkpoint-*`` and a killed job resumes from it. ``metrics.jsonl`` has the native
-keys (plus ``backend``, ``global_step`` and, on GPUs, ``peak_gpu_mb``). Launch: ``python -m
-training.rl`` for one process; the rule prefixes :func:`training.plan.launch_prefix`
-(``accelerate launch --num_processes N``) for more GPUs; check the recipe first with
-``python -m training.plan``.
+Checkpoints: ``run_dir/checkpoints/step{N}`` are full HF folders (LoRA merged into the base) every
+``checkpoint_every`` rollout steps and at the end; a killed job resumes from TRL's ``run_dir/trl/checkpoint-*``.
+``metrics.jsonl`` has the native keys (plus ``backend``, ``global_step``, on GPUs ``peak_gpu_mb``). Launch:
+``python -m training.rl``; the rule prefixes :func:`training.plan.launch_prefix` (``accelerate launch
+--num_processes N``) for more; check the recipe first with ``python -m training.plan``.
 """
 
 from __future__ import annotations
@@ -69,7 +61,7 @@ from common.records import PHASES
 from evaluation.grading import reward
 from training import losses
 from training.checkpoint import truncate_metrics
-from training.credit import get_token_weight_fn
+from training.credit import OLD_FORWARD_READS, get_token_weight_fn
 from training.phases import REWARD_WORKERS, OldForward, build_credit_batch
 from training.presets import Preset
 from training.tracking import report_to
@@ -79,6 +71,12 @@ LOSS_TYPE = {"token_mean": "dapo", "seq_mean_token_mean": "grpo", "seq_mean_toke
 
 
 # ---------------------------------------------------------------------------------------- the loss
+
+def needs_old_forward(preset: Preset) -> bool:
+    """Whether the credit phase reads pi_old's forward: ``OLD_FORWARD_READS`` of the weights, or ``needs`` beyond
+    ``kv`` (CF's keys/values serve only the native loop's prefix-cached re-scoring; TRL re-scores via logp_fn)."""
+    return bool(OLD_FORWARD_READS[preset.token_weights]) or bool(set(preset.needs) - {"kv"})
+
 
 def per_token_loss(preset: Preset, logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor,
                    ref_logp: Tensor | None = None, is_ratio: Tensor | None = None,
@@ -260,6 +258,8 @@ def _make_trainer_class():
             self.phase_seconds = {p: 0.0 for p in PHASES}
             self.batch_stats: dict[str, float] = {}
             self._capture: dict[str, Any] | None = None
+            self.old_forward = needs_old_forward(preset)  # run pi_old's forward when TRL skips its own
+            self.loss_entropy: list[float] | None = None  # [entropy sum, tokens] of the loss forwards, when skipped
 
         # -- capture h and entropies in the old-log-prob forward ---------------------------------
         def _backbone(self, model):
@@ -324,7 +324,9 @@ def _make_trainer_class():
             input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
             attention = torch.cat([prompt_mask, completion_mask], dim=1)
             t_own = 0.0
-            if not cap:  # TRL skipped its old-logp forward: run it once, capturing h and entropies
+            skipped = not cap and not self.old_forward  # on-policy, nothing reads it: no pi_old forward at all
+            self.loss_entropy = [0.0, 0.0] if skipped else None
+            if not cap and self.old_forward:  # TRL skipped its old-logp forward: run it once, capturing h, entropies
                 cap = {}
                 self._capture = cap
                 t1 = time.perf_counter()
@@ -336,7 +338,10 @@ def _make_trainer_class():
                     self._capture = None
                 t_own = time.perf_counter() - t1
             old_logp = out.get("old_per_token_logps")
-            if old_logp is None:
+            if skipped:  # the weight function reads neither (OLD_FORWARD_READS): NaN makes a wrong declaration loud
+                old_logp = torch.full(completion_ids.shape, float("nan"), device=completion_ids.device)
+                cap = {"entropy": old_logp}
+            elif old_logp is None:
                 old_logp = cap["logps"]
                 out["old_per_token_logps"] = old_logp
             t2 = time.perf_counter()
@@ -362,6 +367,8 @@ def _make_trainer_class():
                 generator=self.credit_generator, logp_fn=logp_fn, pad_token_id=self._tokenizer.pad_token_id)
             with torch.no_grad():
                 w = self.weight_fn(credit, **self.preset.knobs).to(loss_mask.device, loss_mask.dtype)
+                if skipped and not torch.isfinite(w[loss_mask > 0]).all():
+                    raise RuntimeError(f"{self.preset.token_weights!r} reads pi_old: declare it in OLD_FORWARD_READS")
                 out["token_weights"] = w * loss_mask
             t_credit = time.perf_counter() - t2
             # ---- phase times and batch statistics (this process) -------------------------------
@@ -376,8 +383,8 @@ def _make_trainer_class():
             gathered = self.accelerator.gather(torch.tensor(
                 [sum(self.reward_log.reward), sum(self.reward_log.correct), float(len(self.reward_log.correct)),
                  float(sum(self.reward_log.lengths)), float(sum(self.reward_log.truncated)),
-                 float(loss_mask.sum()), float((cap["entropy"] * completion_mask).sum()), float(completion_mask.sum()),
-                 float(w.sum()), float((w[valid] ** 2).sum()) if valid.any() else 0.0],
+                 float(loss_mask.sum()), 0.0 if skipped else float((cap["entropy"] * completion_mask).sum()),
+                 float(completion_mask.sum()), float(w.sum()), float((w[valid] ** 2).sum()) if valid.any() else 0.0],
                 device=self.accelerator.device, dtype=torch.float64)).view(-1, 10).sum(0).tolist()
             r_sum, c_sum, n, gen_tok, n_trunc, train_tok, ent_sum, tok, w_sum, w_sq = gathered
             w_mean = w_sum / max(train_tok, 1.0)
@@ -385,7 +392,7 @@ def _make_trainer_class():
                 "reward_mean": r_sum / max(n, 1.0), "accuracy": c_sum / max(n, 1.0),
                 "tokens_generated": int(gen_tok), "tokens_trained": int(train_tok),
                 "response_length": gen_tok / max(n, 1.0), "truncated_frac": n_trunc / max(n, 1.0),
-                "entropy": ent_sum / max(tok, 1.0), "weight_mean": w_mean,
+                "entropy": ent_sum / max(tok, 1.0), "weight_mean": w_mean,  # skipped: from the loss (on_step_end)
                 "weight_std": max(w_sq / max(train_tok, 1.0) - w_mean ** 2, 0.0) ** 0.5,
             }
             return out
@@ -402,8 +409,10 @@ def _make_trainer_class():
             prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
             completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
             k = completion_ids.size(1)
-            logp, _, _ = self._get_per_token_logps_and_entropies(
-                model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1), k)
+            ent_acc = self.loss_entropy if self.model.training else None
+            logp, ent, _ = self._get_per_token_logps_and_entropies(  # the entropy statistic here when no pi_old forward
+                model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1), k,
+                compute_entropy=ent_acc is not None)
             mask = completion_mask.to(logp.dtype)
             train = self.model.training
             num_tokens, num_seqs = trl_normalisers(
@@ -422,7 +431,10 @@ def _make_trainer_class():
             with torch.no_grad():
                 ratio = torch.exp(logp - old)
                 clipped = ((ratio < 1 - self.preset.eps_low) | (ratio > 1 + self.preset.eps_high)).to(mask.dtype)
-                totals = self.accelerator.reduce(torch.stack([(clipped * mask).sum(), mask.sum()]), reduction="sum")
+                ent_sum = (ent.detach() * mask).sum() if ent_acc is not None else mask.new_zeros(())
+                totals = self.accelerator.reduce(torch.stack([(clipped * mask).sum(), mask.sum(), ent_sum]), "sum")
+                if ent_acc is not None:
+                    ent_acc[:] = [ent_acc[0] + float(totals[2]), ent_acc[1] + float(totals[1])]
                 self._metrics["train" if train else "eval"]["clip_ratio/region_mean"].append(
                     float(totals[0] / totals[1].clamp(min=1.0)))
             return loss
@@ -456,6 +468,8 @@ def _make_callback_class():
                 export_hf_checkpoint(tr, self.run_dir / "checkpoints" / f"step{done}", base_model=self.base_model)
                 tr._save_checkpoint(tr.model, trial=None)  # TRL/HF resume state (optimizer, RNG, sampler)
             tr.phase_seconds["checkpoint"] += time.perf_counter() - t0
+            if tr.loss_entropy is not None:  # no pi_old forward: entropy of the loss forwards, same parameters
+                tr.batch_stats["entropy"] = tr.loss_entropy[0] / max(tr.loss_entropy[1], 1.0)
             if tr.accelerator.is_main_process:
                 seconds = dict(tr.phase_seconds)
                 seconds["total"] = sum(tr.phase_seconds.values())

@@ -191,3 +191,99 @@ def test_native_only_presets_are_refused_with_the_reason(tiny_env, tmp_path, nam
     with pytest.raises(NotImplementedError, match="needs the native loop"):
         build_trainer(_cfg(tiny_env), get_preset(name), seed=1, sft_dir=str(tiny_env["model"]),
                       train_path=str(tiny_env["train"]), run_dir=str(tmp_path))
+
+
+def test_old_forward_reads_are_declared_for_every_weight_and_the_empty_ones_read_nothing():
+    """``OLD_FORWARD_READS`` decides whether TRL runs the pi_old forward: an empty entry must really not read
+    old_logp / entropy / hidden (NaN there leaves the weights unchanged); CF is checked through the trainer below."""
+    from training.credit import OLD_FORWARD_READS, TOKEN_WEIGHTS, CreditBatch
+
+    assert set(OLD_FORWARD_READS) == set(TOKEN_WEIGHTS)
+    g = torch.Generator().manual_seed(0)
+    mask = (torch.arange(7)[None] < torch.tensor([7, 3, 5, 1])[:, None]).float()
+    real = dict(old_logp=-torch.rand(4, 7, generator=g), entropy=torch.rand(4, 7, generator=g),
+                hidden=torch.randn(4, 7, 8, generator=g))
+    nan = {k: torch.full_like(v, float("nan")) for k, v in real.items()}
+    for name in ("uniform", "random_weights"):
+        assert not OLD_FORWARD_READS[name]
+        w = [TOKEN_WEIGHTS[name](CreditBatch(
+            prompt_ids=torch.ones(4, 3, dtype=torch.long), prompt_mask=torch.ones(4, 3), response_ids=torch.ones(
+                4, 7, dtype=torch.long), response_mask=mask, advantages=torch.tensor([1.0, -1.0, 0.5, -0.5]),
+            group_ids=torch.tensor([0, 0, 1, 1]), pad_token_id=0, tokenizer=None, logp_fn=None,
+            generator=torch.Generator().manual_seed(3), **fields)) for fields in (real, nan)]
+        assert torch.equal(w[0], w[1]), name
+    for name in ("delta", "forking_tokens", "clip_cov"):  # these read it: NaN must reach the weights
+        assert OLD_FORWARD_READS[name]
+
+
+def _fixed_step(tiny_env, tmp_path, monkeypatch, name, old_forward=None):
+    """One ``trainer.train()`` step of ``name`` on the fixed batch of ``test_trl_two_processes`` (TRL's rollout
+    replaced, so TRL skips its own pi_old forward); counts the model's no-grad forwards."""
+    import trl
+    from test_trl_two_processes import B, G, fixed_batch
+    from transformers import AutoTokenizer, TrainerCallback
+
+    batch = fixed_batch(AutoTokenizer.from_pretrained(tiny_env["model"]), tiny_env["train"])
+    batch["num_items_in_batch"] = batch["completion_mask"].sum()
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_and_score_completions",
+                        lambda self, inputs: {k: v.clone() for k, v in batch.items()})
+    cfg = _cfg(tiny_env, steps=1, prompts_per_step=B // G, group_size=G, grad_clip=0.0, checkpoint_every=1)
+    run = tmp_path / f"{name}_{old_forward}"
+    trainer = build_trainer(cfg, get_preset(name), seed=1, sft_dir=str(tiny_env["model"]),
+                            train_path=str(tiny_env["train"]), run_dir=str(run), reward_fn=lambda *a, **k: 0.0)
+    if old_forward is not None:
+        trainer.old_forward = old_forward
+    forwards: list[bool] = []
+    trainer.model.register_forward_hook(lambda m, a, o: forwards.append(torch.is_grad_enabled()))
+    res: dict = {"losses": [], "grads": {}}
+    compute, generate = trainer._compute_loss, trainer._generate_and_score_completions
+
+    def recording(model, inputs):
+        loss = compute(model, inputs)
+        res["losses"].append(float(loss))
+        return loss
+
+    def generating(inputs):
+        out = generate(inputs)
+        res["weights"] = out["token_weights"].clone()
+        return out
+
+    class Grab(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, **kw):
+            res["grads"] = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()
+                            if p.grad is not None}
+
+    trainer._compute_loss, trainer._generate_and_score_completions = recording, generating
+    trainer.add_callback(Grab())
+    trainer.train()
+    res["no_grad_forwards"] = forwards.count(False)
+    res["metrics"] = _rows(run)[0]
+    res["old_forward"] = trainer.old_forward
+    return res
+
+
+@pytest.mark.parametrize("name", ["dapo", "cf"])
+def test_no_pi_old_forward_for_presets_that_read_none_and_the_step_is_unchanged(tiny_env, tmp_path, monkeypatch,
+                                                                                 name):
+    """On-policy (one optimizer step per rollout) the loss's old log-prob is logp.detach() either way: the
+    skipped forward changes no loss, gradient or weight; the entropy statistic comes from the loss forward."""
+    skip = _fixed_step(tiny_env, tmp_path, monkeypatch, name)
+    run = _fixed_step(tiny_env, tmp_path, monkeypatch, name, old_forward=True)
+    assert skip["old_forward"] is False
+    assert skip["no_grad_forwards"] < run["no_grad_forwards"]  # the pi_old forward (1 chunk or more) is gone
+    if name == "dapo":
+        assert skip["no_grad_forwards"] == 0
+    assert skip["losses"] == pytest.approx(run["losses"], rel=1e-6, abs=1e-8)
+    g1 = torch.cat([g.flatten() for g in run["grads"].values()])
+    g2 = torch.cat([skip["grads"][k].flatten() for k in run["grads"]])
+    assert g1.abs().max() > 0
+    torch.testing.assert_close(g2, g1, rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(skip["weights"], run["weights"], rtol=0, atol=0)
+    assert skip["metrics"]["entropy"] == pytest.approx(run["metrics"]["entropy"], rel=1e-5)
+    assert skip["metrics"]["entropy"] > 0 and skip["metrics"]["time"]["old_logp"] == 0.0
+
+
+def test_delta_still_runs_the_pi_old_forward(tiny_env, tmp_path, monkeypatch):
+    res = _fixed_step(tiny_env, tmp_path, monkeypatch, "delta")
+    assert res["old_forward"] is True and res["no_grad_forwards"] >= 1  # DelTA reads h and old_logp
+    assert res["metrics"]["time"]["old_logp"] > 0 and res["metrics"]["entropy"] > 0

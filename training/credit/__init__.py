@@ -46,8 +46,8 @@ from training.credit.covariance import clip_cov, kl_cov
 from training.credit.delta import delta, delta_within_side
 from training.credit.simple import forking_tokens, random_weights, uniform
 
-__all__ = ["TOKEN_ADVANTAGES", "TOKEN_TERMS", "TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn", "LogProbFn",
-           "get_token_advantage_fn", "get_token_terms_fn", "get_token_weight_fn"]
+__all__ = ["OLD_FORWARD_READS", "TOKEN_ADVANTAGES", "TOKEN_TERMS", "TOKEN_WEIGHTS", "CreditBatch", "EditLogProbFn",
+           "LogProbFn", "get_token_advantage_fn", "get_token_terms_fn", "get_token_weight_fn"]
 
 TokenWeightFn = Callable[..., Tensor]
 TOKEN_WEIGHTS: Mapping[str, TokenWeightFn] = MappingProxyType({
@@ -59,6 +59,20 @@ TOKEN_WEIGHTS: Mapping[str, TokenWeightFn] = MappingProxyType({
     "random_weights": random_weights,
     "clip_cov": clip_cov,
 })
+
+
+OLD_FORWARD_READS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "uniform": frozenset(),
+    "delta": frozenset({"old_logp", "hidden"}),
+    "delta_within_side": frozenset({"old_logp", "hidden"}),
+    "cf": frozenset(),  # re-scores through logp_fn (S(x) from old_logp only via the native loop's edit_logp_fn)
+    "forking_tokens": frozenset({"entropy"}),
+    "random_weights": frozenset(),
+    "clip_cov": frozenset({"old_logp"}),
+})
+"""What each token-weight function reads of phase 3's outputs (``CreditBatch.old_logp``, ``entropy``, ``hidden``).
+A backend whose loss needs no pi_old forward (TRL on-policy: ratio 1) runs that forward only for weights that read
+it (``training.trl_backend.needs_old_forward``); ``tests/training/test_trl_backend.py`` checks the empty entries."""
 
 
 def get_token_weight_fn(name: str) -> TokenWeightFn:
