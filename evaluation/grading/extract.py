@@ -163,12 +163,14 @@ def _strip_think(response: str) -> str | None:
     return response
 
 
-def _final_turn(text: str) -> str:
-    """The text before a leaked chat-template turn, capped to its last :data:`MAX_RESPONSE` characters."""
+def _final_turn(text: str) -> tuple[str, int]:
+    """The text before a leaked chat-template turn, capped to its last :data:`MAX_RESPONSE` characters, and
+    where it starts in ``text``."""
     m = _TURN_RE.search(text)
     if m and text[: m.start()].strip():
         text = text[: m.start()]
-    return text[-MAX_RESPONSE:]
+    start = max(0, len(text) - MAX_RESPONSE)
+    return text[start:], start
 
 
 def _rhs(expr: str) -> str:
@@ -266,14 +268,11 @@ def _closing_start(text: str) -> int:
 def _extract(response: str, dataset: str | None) -> tuple[str | None, int | None]:
     """(:func:`extract_answer`, :func:`answer_start`): the answer and where in ``response`` it is stated."""
     response = response or ""
-    text = _strip_think(response)
-    if text is None:
+    after = _strip_think(response)
+    if after is None:
         return None, None
-    base = len(response) - len(text)  # text after the last </think>
-    m_turn = _TURN_RE.search(text)
-    kept = m_turn.start() if m_turn and text[: m_turn.start()].strip() else len(text)
-    base += max(0, kept - MAX_RESPONSE)  # _final_turn keeps the last MAX_RESPONSE characters before a turn
-    text = _final_turn(text)
+    text, cut = _final_turn(after)
+    base = len(response) - len(after) + cut  # the text after the last </think>, then the turn cut and the cap
     answer, pos = _extract_final(text, dataset)
     return (None, None) if answer is None else (answer, base + pos)
 
