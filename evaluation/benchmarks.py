@@ -228,10 +228,10 @@ BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(dict([
 ]))
 
 
+_COMPETITION = ("aime24", "aime25", "aime26", "hmmt25_feb", "hmmt25_nov", "hmmt26_feb", "brumo25")
 SUITES: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "competition_math": ("aime24", "aime25", "aime26", "hmmt25_feb", "hmmt25_nov", "hmmt26_feb", "brumo25"),
-    "math": ("aime24", "aime25", "aime26", "hmmt25_feb", "hmmt25_nov", "hmmt26_feb", "brumo25", "math500",
-             "gsm8k", "amc23", "minerva_math", "olympiadbench"),
+    "competition_math": _COMPETITION,
+    "math": (*_COMPETITION, "math500", "gsm8k", "amc23", "minerva_math", "olympiadbench"),
     "code": ("mbpp_plus", "humaneval_plus"),
     "mcq": ("gpqa_diamond", "arc_challenge", "mmlu_stem"),
     "core": ("gsm8k", "math500", "arc_challenge"),

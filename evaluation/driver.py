@@ -43,6 +43,12 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(generated and graded: math + code, lm-eval: multiple choice)."""
+    mcq = tuple(s for s in sets if get_benchmark(s).kind == "mcq")
+    return tuple(s for s in sets if s not in mcq), mcq
+
+
 # ----------------------------------------------------------------------------------------- sampling knobs
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ class Sampling:
         if not self.temperature >= 0 or not 0 < self.top_p <= 1:
             raise UsageError(f"{name('temperature')} {self.temperature} / {name('top_p')} {self.top_p}: need "
                              "temperature >= 0 and 0 < top-p <= 1")
-        generated = [s for s in sets if BENCHMARKS[s].kind != "mcq"]
+        generated = split_sets(sets)[0]
         if generated and self.k > 1 and self.temperature == 0:
             raise UsageError(f"{name('k')} {self.k} with {name('temperature')} 0: greedy decoding gives {self.k} "
                              f"identical samples; pass {name('temperature')} > 0 to sample (e.g. 0.6) or "
@@ -274,6 +280,13 @@ def mcq_sets(engine: Any, model_dir: str, subsets: Mapping[str, list[Problem]], 
     return out
 
 
+def needs_engine(sets: Sequence[str], backend: str) -> bool:
+    """Whether evaluating ``sets`` loads the model here: math and code sets are sampled by it, and multiple
+    choice reuses the loaded HF model (vLLM's cannot serve lm-eval, which then loads its own)."""
+    generated, mcq = split_sets(sets)
+    return bool(generated) or (bool(mcq) and backend == "hf")
+
+
 def load_engine(backend: str, model_dir: str, sampling: Sampling, device: str) -> Any:
     from evaluation.generation import make_backend
 
@@ -285,9 +298,9 @@ def generate_sets(model_dir: str, subsets: Mapping[str, list[Problem]], sampling
                   progress: Callable[[str], None] = lambda name: None) -> dict[str, tuple[list[dict], dict]]:
     """Every set's raw samples and meta (name -> (raw, meta)), with one loaded model: sampled for math and
     code, by log-likelihood for multiple choice (the loaded model when the backend is HF)."""
-    generated = {n: ps for n, ps in subsets.items() if get_benchmark(n).kind != "mcq"}
-    mcq = {n: ps for n, ps in subsets.items() if n not in generated}
-    if engine is None and (generated or (mcq and backend == "hf")):
+    generated_names, mcq_names = split_sets(list(subsets))
+    generated, mcq = {n: subsets[n] for n in generated_names}, {n: subsets[n] for n in mcq_names}
+    if engine is None and needs_engine(list(subsets), backend):
         engine = load_engine(backend, model_dir, sampling, device)
     out: dict[str, tuple[list[dict], dict]] = {}
     for name, problems in generated.items():

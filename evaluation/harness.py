@@ -104,7 +104,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
                       "license": get_benchmark(name).license, "problem_ids": record["problem_ids"]}
     config = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()
               if key not in KEY_EXCLUDED}
-    config["templates"] = {n: sampling.template_for(n) for n in args.sets if get_benchmark(n).kind != "mcq"}
+    config["templates"] = {n: sampling.template_for(n) for n in driver.split_sets(args.sets)[0]}
     model = {"path": args.model, "resolved": str(model_dir), "sha256": model_sha256(model_dir)}
     key_src = {"model_sha256": model["sha256"], "config": config, "data": {n: d["sha256"] for n, d in data.items()}}
     identity = {"run_key": driver.sha(json.dumps(key_src, sort_keys=True))[:16], "model": model, "config": config}
@@ -147,7 +147,7 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
     out = Path(args.out)
     write_json_atomic(out / "run.json", {**plan.identity, "command": command, "date": start.isoformat()})
     engine = None
-    if any(get_benchmark(n).kind != "mcq" for n in plan.subsets) or args.backend == "hf":
+    if driver.needs_engine(list(plan.subsets), args.backend):
         engine = driver.load_engine(args.backend, str(plan.model_dir), plan.sampling, args.device)
     with tqdm(total=len(args.sets), desc="creditbench eval", unit="set", file=sys.stderr) as bar:
         raw = driver.generate_sets(str(plan.model_dir), plan.subsets, plan.sampling, backend=args.backend,

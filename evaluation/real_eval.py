@@ -93,12 +93,6 @@ def check_data_files(cfg: Config, real_sets: Sequence[str]) -> None:
             raise ConfigError(str(err)) from None
 
 
-def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(generated and graded: math + code, lm-eval: multiple choice)."""
-    mcq = tuple(s for s in sets if get_benchmark(s).kind == "mcq")
-    return tuple(s for s in sets if s not in mcq), mcq
-
-
 def checkpoints(cfg: Config) -> list[tuple[str, int, int]]:
     """(method, seed, step) evaluated: ``sft`` at step 0 and/or each method's last RL step."""
     re_ = cfg.real_eval

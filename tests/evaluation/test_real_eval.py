@@ -23,7 +23,7 @@ def test_default_config_evaluates_sft_and_the_first_seed_finals_on_every_set():
     cfg = load_config(REPO / "config" / "config.yaml")
     assert real_eval.checkpoints(cfg) == [("sft", 1, 0)] + [(m, 1, cfg.rl.steps) for m in cfg.methods]
     assert cfg.real_eval.limit == 2 and cfg.real_eval.k == 1 and cfg.real_eval.temperature == 0.0
-    gen, mcq = real_eval.split_sets(cfg.real_eval.sets)
+    gen, mcq = driver.split_sets(cfg.real_eval.sets)
     assert set(mcq) == {"gpqa_diamond", "arc_challenge", "mmlu_stem"} and {"mbpp_plus", "aime24"} <= set(gen)
     assert len(cfg.real_eval.sets) == 17
 
