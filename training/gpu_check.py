@@ -73,25 +73,21 @@ def compare_generation(model_dir: str, n_prompts: int, max_new_tokens: int, *, c
         (records, summary), = evaluate_sets(model_dir, {"gsm8k": problems}, sampling, backend=backend,
                                             device="cpu" if cpu else "cuda", grader_timeout_s=5.0).values()
         runs[backend] = {"records": records, "summary": summary, "seconds": time.perf_counter() - t0}
-    if cpu:
-        runs["vllm"] = {"records": runs["hf"]["records"], "skipped": "--cpu rehearsal"}
-    hf, vl = runs["hf"]["records"], runs["vllm"]["records"]
-    agree = sum(a["correct"] == b["correct"] for a, b in zip(hf, vl))
-    same_text = sum(a.get("response") == b.get("response") for a, b in zip(hf, vl))
-    ran = [k for k in runs if "skipped" not in runs[k]]
-    out = {"n": len(hf), "verdict_agreement": agree / max(len(hf), 1), "identical_texts": same_text,
-           "accuracy": {k: runs[k]["summary"]["avg_at_k"] for k in ran},
-           "generation_seconds": {k: runs[k]["summary"]["generation_seconds"] for k in ran},
-           "wall_seconds": {k: round(runs[k]["seconds"], 2) for k in ran}}
+    hf = runs["hf"]["records"]
+    out: dict[str, Any] = {"n": len(hf), "accuracy": {k: r["summary"]["avg_at_k"] for k, r in runs.items()},
+                           "generation_seconds": {k: r["summary"]["generation_seconds"] for k, r in runs.items()},
+                           "wall_seconds": {k: round(r["seconds"], 2) for k, r in runs.items()}}
     if cpu:  # nothing was compared: say so instead of a trivial 100 % agreement
-        out.update(verdict_agreement=None, identical_texts=None, vllm="skipped (--cpu rehearsal)")
-    return out
+        return {**out, "verdict_agreement": None, "identical_texts": None, "vllm": "skipped (--cpu rehearsal)"}
+    vl = runs["vllm"]["records"]
+    return {**out, "verdict_agreement": sum(a["correct"] == b["correct"] for a, b in zip(hf, vl)) / max(len(hf), 1),
+            "identical_texts": sum(a.get("response") == b.get("response") for a, b in zip(hf, vl))}
 
 
 def gpu_config(model_dir: str, output_dir: str, steps: int, *, cpu: bool = False, max_new_tokens: int = 256):
     """``real_cpu``'s recipe at GPU size: backend trl, vLLM colocate, bf16, one GPU (``cpu``: the rehearsal,
     ``real_cpu``'s own scale and device, 2 prompts x 2 samples)."""
-    from common.config import load_config
+    from common.config import config_from_dict, load_config
 
     raw = dict(load_config(Path(__file__).resolve().parents[1] / "config/experiments/real_cpu.yaml").raw)
     raw.update(experiment="gpu_check", output_dir=output_dir, backend="trl", methods=list(PRESETS),
@@ -99,8 +95,6 @@ def gpu_config(model_dir: str, output_dir: str, steps: int, *, cpu: bool = False
     raw["model"] = {**raw["model"], "source": model_dir, "convert_gguf": False}
     raw["rl"] = {**raw["rl"], "steps": steps, "prompts_per_step": 8, "group_size": 8, "max_new_tokens": max_new_tokens,
                  "checkpoint_every": steps, "micro_batch_size": 64}
-    from common.config import config_from_dict
-
     if cpu:
         raw["rl"].update(prompts_per_step=2, group_size=2, micro_batch_size=4)
         return config_from_dict(raw)
@@ -113,19 +107,20 @@ def gpu_config(model_dir: str, output_dir: str, steps: int, *, cpu: bool = False
 
 def train_steps(model_dir: str, work: Path, steps: int, *, cpu: bool = False, max_new_tokens: int = 256
                 ) -> dict[str, Any]:
-    """``steps`` TRL + vLLM colocate steps of each preset; per-step seconds and peak GPU memory."""
+    """``steps`` TRL + vLLM colocate steps of each preset (``cpu``: TRL alone); per-step seconds and peak memory."""
     import torch
     from transformers import AutoTokenizer
 
     from common.io import read_jsonl, write_jsonl_atomic
     from evaluation.benchmarks import load_benchmark
     from evaluation.templates import render
+    from training.prepare_data import solution_steps
     from training.presets import get_preset
     from training.trl_backend import train_trl
 
     cfg = gpu_config(model_dir, str(work), steps, cpu=cpu, max_new_tokens=max_new_tokens)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    problems = [p for p in load_benchmark("gsm8k_train") if p.meta["solution"].count("<<") <= 1][:256]
+    problems = [p for p in load_benchmark("gsm8k_train") if solution_steps(p) <= 1][:256]
     train = work / "train.jsonl"
     write_jsonl_atomic(train, [{"id": p.id, "prompt": render("chat_boxed", p, tok), "answer": p.answer}
                                for p in problems])
