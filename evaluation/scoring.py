@@ -85,14 +85,6 @@ def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
         "evalplus_version": result.evalplus_version, "sandbox": list(result.isolation)}
 
 
-def raw_samples(benchmark: str, problems: list[Problem], prompts: list[str], completions) -> list[dict]:
-    """Generated samples before grading (problem-major, ``sample`` = index within the problem); ``response``
-    is the text graded (cut before the template's stop string)."""
-    return [{"benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompt, "response": c.text,
-             "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6)}
-            for p, prompt, group in zip(problems, prompts, completions) for j, c in enumerate(group)]
-
-
 def group_samples(problems: list[Problem], raw: list[dict], k: int) -> list[list[dict]]:
     """``raw`` as k samples per problem, checking that it holds exactly these problems in this order."""
     expected = [(p.id, j) for p in problems for j in range(k)]

@@ -104,6 +104,7 @@ def probe(_):
 def _run(config: SandboxConfig, tmp_path: Path, program: str = PROGRAM) -> tuple[str, list, int | None]:
     slot = _Slot(config, tmp_path, DATASET, [0])
     try:
+        _tools()
         box = slot.get()
     except SandboxUnavailable as exc:
         pytest.skip(str(exc))
@@ -120,10 +121,6 @@ def _run(config: SandboxConfig, tmp_path: Path, program: str = PROGRAM) -> tuple
 
 
 def test_peak_resident_memory_stays_under_the_cap(tmp_path: Path) -> None:
-    try:
-        _tools()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
     status, frames, cgroup_peak = _run(SandboxConfig(sandbox_memory_bytes=CAP), tmp_path)
     assert status == "exited" and frames[0] == [READY] and frames[-1] == [END], (status, frames)
     i, ok, value = frames[1]
@@ -139,10 +136,6 @@ def test_peak_resident_memory_stays_under_the_cap(tmp_path: Path) -> None:
 
 def test_sum_over_processes_is_held(tmp_path: Path) -> None:
     """Each process under the cap, the sandbox over it: stopped (here by the watch: status ``memory``)."""
-    try:
-        _tools()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
     status, frames, cgroup_peak = _run(SandboxConfig(sandbox_memory_bytes=CAP), tmp_path, SUM_PROGRAM)
     assert [END] not in frames, (status, frames)  # it never finished holding 1.2x the cap
     if cgroup_peak is None:
