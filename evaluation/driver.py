@@ -40,7 +40,8 @@ def config_key(section: str) -> Callable[[str], str]:
 
 
 def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of the text's UTF-8 (a lone surrogate of a corrupted item is hashed as is, not an error)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
