@@ -67,7 +67,7 @@ def program(problem: Problem, text: str, template: str) -> str:
 def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
                benchmark: str = "mbpp_plus") -> tuple[list[list[Verdict]], dict]:
     """Run MBPP+/HumanEval+ samples through EvalPlus in its sandbox; correct = base and plus tests pass."""
-    from evaluation.code_eval import evaluate_evalplus
+    from evaluation.code.score import evaluate_evalplus
 
     samples = [code_sample(p, t, template) for p, group in zip(problems, texts) for t in group]
     result = evaluate_evalplus(benchmark, samples)

@@ -42,7 +42,7 @@ HTML (one standalone page per table, for ``snakemake --report``) shows the Markd
 numbers only (4 decimals, ints as ints, empty for missing); provenance (k, samples, seeds, grader
 version, data sha256, manifest ids, git commit) is a footer in Markdown, LaTeX and HTML and the full
 set goes to ``provenance.json``. Timing and memory columns are prefixed ``time_`` / ``mem_`` so that
-``evaluation.regress`` can skip them. All writers are deterministic and every write is atomic.
+``evaluation.checks.regress`` can skip them. All writers are deterministic and every write is atomic.
 """
 
 from __future__ import annotations

@@ -36,6 +36,13 @@ METHOD_LABELS: Mapping[str, str] = {
     "cf": "CF",
     "cf_random": "cf_random (control)",
 }
+
+
+def method_label(method: str) -> str:
+    """The display name of a method (its id when it has none)."""
+    return METHOD_LABELS.get(method, method)
+
+
 AVG = "Avg"
 TARGET_PP = 2.0
 """The difference (pp) the power table and the main table's design note plan for."""
