@@ -51,8 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from common.io import write_json_atomic, write_jsonl_atomic
-from common.records import DROP_RULE
 from common.manifest import git_state, package_versions
+from common.records import DROP_RULE
 from evaluation import driver
 from evaluation.benchmarks import BENCHMARKS, SUITES, BenchmarkError, Problem, expand_sets, get_benchmark
 from evaluation.eval_checks import (
