@@ -80,6 +80,7 @@ class RLConfig:
     temperature: float
     top_p: float
     checkpoint_every: int
+    train_top_layers: int | None
     log_token_weights: int
     fold_old_logp: bool
     """With one mini-batch, the old-log-prob forward is the update's own forward (``training.rl.update_forward``)."""

@@ -58,6 +58,7 @@ from training.checkpoint import (
     rng_state,
     save_hf_atomic,
     step_dirs,
+    trainable_parameters,
     truncate_metrics,
 )
 from training.credit import get_token_weight_fn
@@ -131,7 +132,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
         shutil.rmtree(resume_root)
         resume = state = None
     model = AutoModelForCausalLM.from_pretrained(resume or sft_dir).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
+    opt = torch.optim.AdamW(trainable_parameters(model, rl.train_top_layers), lr=rl.lr, weight_decay=rl.weight_decay)
     start_step, wall_offset = 0, 0.0
     if state is not None:
         opt.load_state_dict(state["optimizer"])
