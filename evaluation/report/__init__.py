@@ -67,6 +67,7 @@ from evaluation.report.load import (
     Results,
     benchmark_groups,
     benchmark_kind,
+    check_engines,
     load_results,
     order_benchmarks,
     sort_methods,
@@ -113,7 +114,7 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
         "significance": significance,
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
-        "failures": failures_table(res, footer),
+        "failures": failures_table(res, footer, opts),
         "power": power,
         "rliable": rliable_table(res, opts, footer_text(prov, groups["main"])),
     }
@@ -142,6 +143,7 @@ def write_report(
     removed so that the directory matches the results.
     """
     res = load_results(results, eval_dir)
+    check_engines(res.evals, opts.mix_engines)
     log.info("report options: %s", opts)
     paths: list[Path] = []
     tables = build_tables(res, opts)

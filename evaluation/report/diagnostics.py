@@ -18,6 +18,7 @@ from evaluation.report.load import (
     CODE_ONLY_REASONS,
     FAILURE_REASONS,
     REASONS,
+    UNGRADED_REASONS,
     ReportOptions,
     Results,
     benchmark_kind,
@@ -27,17 +28,18 @@ from evaluation.report.load import (
 )
 from evaluation.report.render import Column, Table, md_escape
 from evaluation.report.stats import final_records
-from evaluation.report.tables import method_label
+from evaluation.report.tables import as_counts, drop_fields, drop_note, method_label
 
 log = logging.getLogger(__name__)
 
 
-def failures_table(res: Results, footer: str) -> Table:
-    """Grader reason counts and rates per method at the final step (all benchmarks and seeds)."""
+def failures_table(res: Results, footer: str, opts: ReportOptions) -> Table:
+    """Grader reason counts and rates per method at the final step (all benchmarks and seeds), with the
+    drop counts (requested, graded, overlong: ``tables.drop_fields``)."""
     final = final_records(res)
     seen = {r for recs in final.values() for s in recs.values() for rec in s.values() for r in rec.reasons}
     extra = sorted(seen - set(REASONS))
-    reasons = [*(r for r in REASONS if r not in CODE_ONLY_REASONS or r in seen), *extra]
+    reasons = [*(r for r in REASONS if r not in (*CODE_ONLY_REASONS, *UNGRADED_REASONS) or r in seen), *extra]
     rows = []
     for method in sort_methods(set(final)):
         counts = dict.fromkeys(reasons, 0)
@@ -55,16 +57,25 @@ def failures_table(res: Results, footer: str) -> Table:
             row[f"{reason}_pct"] = 100 * counts[reason] / total if total else math.nan
         fails = sum(counts[r] for r in FAILURE_REASONS if r in counts)
         row["failure_pct"] = 100 * fails / total if total else math.nan
+        drops = drop_fields([rec for by_bench in final[method].values() for rec in by_bench.values()])
+        row.update({key: drops[key] for key in ("requested", "graded", "failed", "failed_pct", "overlong",
+                                                "overlong_pct")})
         rows.append(row)
     data = pd.DataFrame(rows)
+    if not data.empty:
+        data = as_counts(data)
     cols = [Column("Method", "label", kind="str", align="l"), Column("samples", "samples", kind="int")]
     cols += [Column(r, r, kind="count_pct", pct=None if r == "correct" else f"{r}_pct") for r in reasons]
     cols.append(Column("failure rate (%)", "failure_pct", digits=1, bold="min"))
+    cols += [Column("requested", "requested", kind="int"), Column("graded", "graded", kind="int"),
+             Column("failed", "failed", kind="count_pct", pct="failed_pct"),
+             Column("overlong", "overlong", kind="count_pct", pct="overlong_pct")]
     caption = (
         "Grader verdicts at the final checkpoint, summed over benchmarks and seeds; failure = "
         + " + ".join(r for r in FAILURE_REASONS if r in reasons)
     )
-    return Table("failures", caption, data, tuple(cols), footer)
+    note = drop_note(data, opts) if not data.empty else ""
+    return Table("failures", caption, data, tuple(cols), footer, note=note)
 
 
 def _spread(n: int, cap: int) -> list[int]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from common.io import write_text_atomic
-from evaluation.report.load import FORMATS, Results
+from evaluation.report.load import FORMATS, Results, engine_label
 from evaluation.report.stats import problem_counts
 
 log = logging.getLogger(__name__)
@@ -360,6 +360,9 @@ def provenance(res: Results) -> dict[str, Any]:
         "seeds_by_benchmark": {b: sorted({r.seed for r in res.evals if r.benchmark == b}) for b in benches},
         "n_problems": problem_counts(res),
         "grader_version": sorted({r.grader_version for r in res.evals}),
+        "engines": {b: sorted({engine_label(r.engine) for r in res.evals if r.benchmark == b}) for b in benches},
+        "engine_batch_sizes": {b: sorted({str(r.engine.get("batch_size")) for r in res.evals if r.benchmark == b
+                                          and r.engine}) for b in benches},
         "data_sha256": shas,
         "manifest_ids": sorted(
             {r.manifest_id for r in res.evals if r.manifest_id}
@@ -395,6 +398,7 @@ def footer_text(prov: Mapping[str, Any], benches: Sequence[str] | None = None) -
             **prov,
             "data_sha256": {b: v for b, v in prov["data_sha256"].items() if b in keep},
             "n_problems": {b: v for b, v in prov["n_problems"].items() if b in keep},
+            "engines": {b: v for b, v in prov.get("engines", {}).items() if b in keep},
             "seeds": sorted({s for b in keep for s in prov.get("seeds_by_benchmark", {}).get(b, [])})
             or prov["seeds"],
         }
@@ -414,6 +418,7 @@ def footer_text(prov: Mapping[str, Any], benches: Sequence[str] | None = None) -
             f"{len(prov['seeds'])} seed{'s' if len(prov['seeds']) != 1 else ''} (ids {nums(prov['seeds'])})",
             f"problems (samples) per checkpoint: {problems}",
             f"grader {nums(prov['grader_version'])}",
+            f"engine {', '.join(sorted({e for v in prov.get('engines', {}).values() for e in v})) or '?'}",
             f"data sha256: {sha}",
             f"manifest {_join_limited(prov['manifest_ids']) or '?'}",
             f"commit {commits}" + (" (dirty)" if prov["git_dirty"] else ""),

@@ -13,6 +13,7 @@ import pandas as pd
 
 from evaluation.report.load import (
     AVG,
+    DROP_RULE,
     PHASES,
     TARGET_PP,
     EvalRecord,
@@ -61,6 +62,42 @@ def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tupl
         return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
     return stratified_bootstrap_ci([b.mean(axis=1) for b in blocks], n_boot=opts.n_boot, seed=opts.seed,
                                    alpha=opts.alpha)
+
+
+DROP_SHOWN: tuple[str, ...] = ("requested", "graded", "failed", "overlong", "no_answer")
+
+
+def drop_fields(records: Sequence[EvalRecord]) -> dict[str, float]:
+    """A row's drop counts, summed over its records (benchmarks × seeds), with each share of requested (%)."""
+    out = {key: float(sum(r.drops.get(key, math.nan) for r in records)) for key in DROP_SHOWN}
+    for key in DROP_SHOWN[2:]:
+        out[f"{key}_pct"] = 100 * out[key] / out["requested"] if out["requested"] else math.nan
+    return out
+
+
+def as_counts(data: pd.DataFrame) -> pd.DataFrame:
+    """The drop counts as integers (missing where unrecorded), so that CSV writes counts, not floats."""
+    for key in DROP_SHOWN:
+        data[key] = pd.to_numeric(data[key]).round().astype("Int64") if key in data else pd.NA
+    return data
+
+
+def drop_columns() -> list[Column]:
+    """The drop columns beside a score (count and share of requested); the rule is ``DROP_RULE``."""
+    return [Column("requested", "requested", kind="int"), Column("graded", "graded", kind="int"),
+            Column("failed", "failed", kind="count_pct", pct="failed_pct"),
+            Column("overlong", "overlong", kind="count_pct", pct="overlong_pct"),
+            Column("no answer", "no_answer", kind="count_pct", pct="no_answer_pct")]
+
+
+def drop_note(data: pd.DataFrame, opts: ReportOptions) -> str:
+    """The drop rule, and a warning naming every row whose failed, overlong or unanswered share exceeds
+    ``opts.max_drop_pct``."""
+    over = [f"{row['label']} {key.replace('_', ' ')} {row[f'{key}_pct']:.1f} %" for _, row in data.iterrows()
+            for key in DROP_SHOWN[2:] if f"{key}_pct" in row and row[f"{key}_pct"] > opts.max_drop_pct]
+    warning = (f"Warning: drops above {opts.max_drop_pct:g} % of the requested samples (report.max_drop_pct): "
+               f"{'; '.join(over)}; these scores are not comparable with a run that kept its samples. ") if over else ""
+    return warning + DROP_RULE
 
 
 INTERVAL_RULE = ("CI: seeds and problems random (crossed random-effects t interval, Satterthwaite df) with ≥ 2 "
@@ -154,6 +191,7 @@ def accuracy_table(
         ks = sorted({r.k for recs in by_seed.values() for r in recs.values()})
         row["k"] = ks[0] if len(ks) == 1 else "/".join(map(str, ks))
         row["seeds"] = len(seeds)
+        row.update(drop_fields([by_seed[s][b] for s in seeds for b in benches if b in by_seed[s]]))
         rows.append(row)
     scopes = [*benches, AVG] if with_avg else benches
     data = pd.DataFrame(rows)
@@ -172,7 +210,11 @@ def accuracy_table(
     order = ["method"]
     for bench in scopes:
         order += [bench, f"{bench}_sd", f"{bench}_ci_lo", f"{bench}_ci_hi", f"{bench}_delta"]
-    data = data[order + ["n", "k", "seeds"]]
+    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
+    for key in drops:
+        if key not in data:
+            data[key] = math.nan
+    data = as_counts(data[order + ["n", "k", "seeds", *drops]].copy())
     data.insert(1, "label", [method_label(m) for m in data["method"]])
 
     cols = [Column("Method", "label", kind="str", align="l")]
@@ -185,6 +227,7 @@ def accuracy_table(
         Column("n", "n", kind="int"),
         Column("k", "k", kind="str"),
         Column("seeds", "seeds", kind="int"),
+        *drop_columns(),
     ]
     avg_text = f"; {AVG} weighted by problem count" if with_avg else ""
     protocols = "" if name != "ood" else mcq_protocols(res, benches)
@@ -197,7 +240,7 @@ def accuracy_table(
     tested = set(benches) | ({AVG} if name == "main" else set())
     allowed = {scope: (significant_rows(data, significance.data, scope, opts.baseline, opts.alpha)
                        if significance is not None and scope in tested else frozenset()) for scope in scopes}
-    note = " ".join(x for x in (note, scorer_warnings(res, benches)) if x)
+    note = " ".join(x for x in (note, scorer_warnings(res, benches), drop_note(data, opts)) if x)
     return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
 
@@ -401,6 +444,7 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
                 row[f"{bench}_{part}_sd"] = sample_sd(values)
         row["k"] = "/".join(map(str, sorted(ks)))
         row["seeds"] = len(by_seed)
+        row.update(drop_fields([recs[b] for recs in by_seed.values() for b in benches if b in recs]))
         rows.append(row)
     data = pd.DataFrame(rows)
     base_row = data[data["method"] == opts.baseline]
@@ -411,7 +455,8 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
     order = ["method", "label"]
     for bench in benches:
         order += [f"{bench}_{c}" for c in ("base", "base_sd", "plus", "plus_sd", "plus_delta")]
-    data = data[[*order, "k", "seeds"]].reset_index(drop=True)
+    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
+    data = as_counts(data[[*order, "k", "seeds", *drops]].reset_index(drop=True))
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in benches:
         cols += [
@@ -419,12 +464,13 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
             Column(f"{bench} plus", f"{bench}_plus", sd=f"{bench}_plus_sd", bold="max"),
             Column(f"{bench} Δ plus", f"{bench}_plus_delta", kind="signed"),
         ]
-    cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int")]
+    cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int"), *drop_columns()]
     caption = (
         "Code: pass@1 (%) on the base and the plus (EvalPlus) tests at the final checkpoint, mean ± sd over "
         f"seeds, Δ plus vs {method_label(opts.baseline)}; plus {BOLD_RULE.format(method_label(opts.baseline))}"
     )
-    note = "plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported."
+    note = ("plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported. "
+            + drop_note(data, opts))
     allowed = {f"{b}_plus": significant_rows(data, significance.data, b, opts.baseline, opts.alpha)
                if significance is not None else frozenset() for b in benches}
     return Table("code", caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
