@@ -40,6 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--formats", default=",".join(FORMATS), help="comma list of md,tex,csv,html")
     parser.add_argument("--audit-max-samples", type=int, default=AUDIT_MAX_SAMPLES,
                         help="checker audit: samples re-graded per .samples.jsonl (0: no audit table)")  # fmt: skip
+    parser.add_argument("--equivalence-margin", type=float, default=ReportOptions.equivalence_margin,
+                        help="δ (pp): verdict 'equivalent' when TOST puts Δ inside ±δ (report.equivalence_margin)")
+    parser.add_argument("--looks", default="", help="comma list: seeds at each look of a sequential design "
+                        "(seeds: auto; empty = fixed design)")  # fmt: skip
+    parser.add_argument("--spending", default=ReportOptions.spending, choices=("obf", "pocock"),
+                        help="alpha-spending function of the sequential design")
     parser.add_argument("--plots", action="store_true", help="also write figures (see --figures)")
     parser.add_argument("--figures", type=Path, default=None, help="figure directory (default OUT/figures)")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -58,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         benchmarks=tuple(b for b in args.benchmarks.split(",") if b),
         formats=tuple(f for f in args.formats.split(",") if f),
         audit_max_samples=args.audit_max_samples,
+        equivalence_margin=args.equivalence_margin,
+        looks=tuple(int(x) for x in args.looks.split(",") if x),
+        spending=args.spending,
     )
     out = args.out or args.results / "tables"
     figures = (args.figures or args.results / "figures") if args.plots else None

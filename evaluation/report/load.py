@@ -36,6 +36,11 @@ METHOD_LABELS: Mapping[str, str] = {
 AVG = "Avg"
 TARGET_PP = 2.0
 """The difference (pp) the power table and the main table's design note plan for."""
+EQUIVALENCE_MARGIN_PP = 2.0
+"""Default δ of the equivalence verdict: the power target. Differences below the smallest one the benchmark is
+sized to detect are practically equivalent; the methods' claimed gains (1-4 pp) straddle it, so a verdict of
+"equivalent within ±2" rules out the larger claims, and a smaller δ needs many more seeds (TOST at Δ = 0 needs
+δ ≳ 3 SE: 16 seeds at a 1.8 pp seed sd give SE ≈ 0.5 pp; calibrate --sequential measures it)."""
 TABLE_NAMES: tuple[str, ...] = ("main", "significance", "learning", "wallclock", "failures", "power", "rliable")
 FORMATS: tuple[str, ...] = ("md", "tex", "csv", "html")
 EXTRA_KEYS: tuple[str, ...] = ("pass_at_k", "maj_at_k", "base_pass_at_1", "plus_pass_at_1")
@@ -70,6 +75,12 @@ class ReportOptions:
     """Which of md, tex, csv to write."""
     audit_max_samples: int = AUDIT_MAX_SAMPLES
     """Checker audit: at most this many samples per ``.samples.jsonl`` (evenly spaced); 0 skips the audit."""
+    equivalence_margin: float = EQUIVALENCE_MARGIN_PP
+    """δ (pp): a comparison is *equivalent* when TOST puts Δ inside ±δ (``sequential``)."""
+    looks: tuple[int, ...] = ()
+    """Seeds at each look of a sequential design (``seeds: auto``); empty = one look at the seeds present."""
+    spending: str = "obf"
+    """Alpha-spending function of the sequential design: obf (O'Brien-Fleming type) or pocock."""
 
 
 # ----------------------------------------------------------------------------------------------------
