@@ -96,3 +96,11 @@ def test_tost_at_the_margin_rarely_says_equivalent_and_at_zero_mostly_does() -> 
     assert at_margin.first_better >= 0.6  # power at 2 pp (80.0 ± 3.3 % in 150 experiments)
     assert at_margin.any_better_worse_null <= 0.05 + 2.5 * at_margin.se(0.05)
     assert at_margin.mean_runs < 5 * 16  # stopping early saves runs against the fixed 16-seed design
+
+
+def test_calibrate_sequential_command_prints_the_acceptance_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's ``python -m evaluation.report.calibrate --sequential ... --fixed-seeds ...``, scaled down."""
+    assert calibrate.main(["--experiments", "2", "--sequential", "3,6", "--fixed-seeds", "6"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| sequential") or
+            line.startswith("| fixed")]
+    assert len(rows) == 6 and all(line.count("|") == 9 for line in rows)
