@@ -29,7 +29,7 @@ from scipy.special import expit, logit
 
 from evaluation.report.calibrate import BASELINE, Design, truth
 from evaluation.report.load import START_METHOD, load_results, main_benchmarks
-from evaluation.report.stats import _final_records, paired_blocks, seeds_random_test
+from evaluation.report.stats import final_records, paired_blocks, seeds_random_test
 
 
 def _simulate(design: Design, tau: float, rng: np.random.Generator, crn: bool):
@@ -81,7 +81,7 @@ def simulated(design: Design, experiments: int, seed: int = 0) -> dict[str, floa
 
 def observed(results: Path, baseline: str = "dapo") -> dict[str, dict[str, float]]:
     """``study`` for every method vs ``baseline`` of a results tree with the start evaluated on each seed."""
-    final = _final_records(load_results(results))
+    final = final_records(load_results(results))
     if START_METHOD not in final or baseline not in final:
         raise SystemExit(f"{results}: needs {START_METHOD} and {baseline} evaluations on every seed")
     out = {}

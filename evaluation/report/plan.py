@@ -18,14 +18,14 @@ from pathlib import Path
 from common.io import write_text_atomic
 from evaluation.report.load import load_results, order_benchmarks, sort_methods
 from evaluation.report.sequential import SPENDING, decide, seeds_wanted
-from evaluation.report.stats import _final_records
+from evaluation.report.stats import final_records
 
 
 def plan(results: Path, *, methods: Sequence[str], baseline: str, looks: Sequence[int], look: int,
          alpha: float = 0.05, margin: float = 2.0, kind: str = "obf", eval_dir: str = "eval") -> dict:
     """The plan after look ``look`` (1-based) for the trained ``methods`` (module docstring)."""
     res = load_results(results, eval_dir)
-    final = _final_records(res)
+    final = final_records(res)
     family = [m for m in sort_methods(set(final)) if m != baseline]  # the significance table's family
     decisions = decide(final, baseline, family, order_benchmarks(res.benchmarks), looks=tuple(looks),
                        alpha=alpha, margin=margin, kind=kind, upto=look)

@@ -34,7 +34,7 @@ def weighted_average(values: Sequence[float], weights: Sequence[float]) -> float
     return _weighted_average(v, w)
 
 
-def _sd(values: Sequence[float]) -> float:
+def sample_sd(values: Sequence[float]) -> float:
     """Sample standard deviation (ddof=1); NaN for fewer than two values."""
     v = np.asarray(values, dtype=float)
     return float(v.std(ddof=1)) if v.size > 1 else math.nan
@@ -244,7 +244,7 @@ def signal_to_noise(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]],
             if all(c.shape[1] > 1 for c in parts):
                 var = sum(float((c.mean(axis=1) * (1 - c.mean(axis=1)) / (c.shape[1] - 1)).sum()) for c in parts)
                 noise.append(1e4 * var / n**2)
-    signal = _sd(accs)
+    signal = sample_sd(accs)
     sd_noise = math.sqrt(float(np.mean(noise))) if noise else math.nan
     snr = signal / sd_noise if sd_noise and not math.isnan(signal) else math.nan
     return signal, sd_noise, snr
@@ -280,7 +280,7 @@ def _index(res: Results) -> dict[tuple[str, int, int, str], EvalRecord]:
     return {(r.method, r.seed, r.step, r.benchmark): r for r in res.evals}
 
 
-def _final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
+def final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
     """method -> seed -> benchmark -> record at that run's final step."""
     idx = _index(res)
     out: dict[str, dict[int, dict[str, EvalRecord]]] = {}

@@ -37,6 +37,8 @@ rule report:
     params:
         baseline=CFG.report.baseline,
         audit=CFG.report.audit_max_samples,
+        drops=CFG.report.max_drop_pct,
+        mix="--mix-engines " if CFG.report.mix_engines else "",
         verdicts=f"--equivalence-margin {CFG.report.equivalence_margin} --spending {CFG.report.spending}"
         + (f" --looks {','.join(map(str, LOOKS))}" if LOOKS else ""),
     log:
@@ -46,7 +48,7 @@ rule report:
     threads: 1
     shell:
         "{PY} -m evaluation.report --results {OUT} --out {OUT}/tables --baseline {params.baseline} "
-        "--audit-max-samples {params.audit} {params.verdicts} "
+        "--audit-max-samples {params.audit} --max-drop-pct {params.drops} {params.mix}{params.verdicts} "
         "--plots --figures {OUT}/figures > {log} 2>&1" + fidelity_copy()
 
 
@@ -62,6 +64,8 @@ if REAL_SETS:
         params:
             baseline=CFG.report.baseline,
             audit=CFG.report.audit_max_samples,
+            drops=CFG.report.max_drop_pct,
+            mix="--mix-engines " if CFG.report.mix_engines else "",
             margin=CFG.report.equivalence_margin,
         log:
             f"{OUT}/logs/real_report.log",
@@ -70,5 +74,5 @@ if REAL_SETS:
         threads: 1
         shell:
             "{PY} -m evaluation.report --results {OUT} --eval-dir real_eval --out {output} "
-            "--baseline {params.baseline} --audit-max-samples {params.audit} "
-            "--equivalence-margin {params.margin} > {log} 2>&1"
+            "--baseline {params.baseline} --audit-max-samples {params.audit} --max-drop-pct {params.drops} "
+            "{params.mix}--equivalence-margin {params.margin} > {log} 2>&1"
