@@ -25,6 +25,7 @@ from evaluation.report.load import (
     sort_methods,
 )
 from evaluation.report.render import Column, Table, fmt_float
+from evaluation.report.sequential import verdict_rule
 from evaluation.report.stats import (
     final_records,
     problem_counts,
@@ -111,10 +112,27 @@ def main_table(res: Results, opts: ReportOptions, footer: str, significance: Tab
     note says what the design can detect (``design_note``)."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
     table = accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
+    if significance is not None and "verdict" in significance.data:
+        table = with_verdicts(table, significance.data, opts)
     if power is None:
         return table
     note = " ".join(x for x in (table.note, design_note(power.data, opts)) if x)
     return replace(table, note=note)
+
+
+def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions) -> Table:
+    """The main table plus the significance table's Avg verdict per method (better / worse / equivalent within
+    ±δ / undecided vs the baseline), inserted before the Δ column, and the rule in the note."""
+    avg = significance[significance["scope"] == AVG]
+    verdicts = dict(zip(avg["method"], avg["verdict"]))
+    data = table.data.copy()
+    data["verdict"] = [verdicts.get(m, "") for m in data["method"]]
+    cols = list(table.columns)
+    at = next(i for i, c in enumerate(cols) if c.value == f"{AVG}_delta") + 1
+    cols.insert(at, Column(f"verdict (±{opts.equivalence_margin:g} pp)", "verdict", kind="str", align="l"))
+    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.")
+                    if x)
+    return replace(table, data=data, columns=tuple(cols), note=note)
 
 
 def _span(values: Sequence[float], digits: int = 1) -> str:
