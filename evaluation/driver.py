@@ -40,7 +40,8 @@ def config_key(section: str) -> Callable[[str], str]:
 
 
 def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of the text's UTF-8 (a lone surrogate of a corrupted item is hashed as is, not an error)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -202,8 +203,42 @@ def raw_samples(benchmark: str, problems: Sequence[Problem], prompts: Sequence[s
     """Generated samples before grading (problem-major, ``sample`` = index within the problem); ``response``
     is the text graded (cut before the template's stop string)."""
     return [{"benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompt, "response": c.text,
-             "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6)}
+             "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6),
+             **({"error": c.error} if c.error else {})}
             for p, prompt, group in zip(problems, prompts, completions) for j, c in enumerate(group)]
+
+
+def engine_identity(engine: Any) -> dict[str, Any]:
+    """The generation engine's identity (``evaluation.generation.engine_record``) for the summary."""
+    return engine.identity()
+
+
+def generate_guarded(engine: Any, prompts: Sequence[str], params: Any, offset: int = 0) -> list[list[Any]]:
+    """``engine.generate`` that loses no prompt to an error: when a batch raises, each prompt is retried alone
+    (with the seed of its position) and a prompt that still raises gets k ``Completion`` s with
+    ``finish_reason`` ``error`` and the message as text, which the scorer counts as a generation error
+    (``evaluation.scoring.drop_counts``) instead of dropping it. A batch whose every prompt fails re-raises:
+    that is a broken engine, not a dropped sample."""
+    from evaluation.generation import Completion
+    from evaluation.scoring import GENERATION_ERROR
+
+    try:
+        return engine.generate(list(prompts), params, offset=offset)
+    except Exception as err:  # noqa: BLE001  (retried prompt by prompt below; all failing re-raises)
+        first = err
+    out, errors = [], 0
+    for i, prompt in enumerate(prompts):
+        try:
+            out += engine.generate([prompt], params, offset=offset + i)
+        except Exception as err:  # noqa: BLE001
+            errors += 1
+            msg = f"{type(err).__name__}: {err}"
+            print(f"generation error (prompt {offset + i}): {msg}", file=sys.stderr, flush=True)
+            out.append([Completion(text="", token_ids=(), finish_reason=GENERATION_ERROR, latency_s=0.0, error=msg)
+                        for _ in range(params.n)])
+    if errors == len(prompts):
+        raise first
+    return out
 
 
 def _read_cache(path: Path, field_name: str) -> dict[str, Any]:
@@ -236,15 +271,16 @@ def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Samp
     for (start, probs, ps), key in zip(chunks, keys):
         if not (cache and key in done):
             t0 = time.perf_counter()
-            samples = raw_samples(name, probs, ps, engine.generate(ps, params, offset=start))
+            samples = raw_samples(name, probs, ps, generate_guarded(engine, ps, params, offset=start))
             seconds += time.perf_counter() - t0
-            if cache_file:
+            if cache_file and not any("error" in r for r in samples):  # a failed prompt is retried on resume
                 done[key] = samples
                 append_jsonl(cache_file, {"key": key, "set": name, "offset": start, "samples": samples})
         else:
             samples = done[key]
         raw += samples
     return raw, {"template": template, "sampling": record, "generation_seconds": round(seconds, 3),
+                 "engine": engine_identity(engine),
                  "cache": {"problems_cached": from_cache, "problems_generated": len(problems) - from_cache}}
 
 
@@ -358,7 +394,8 @@ def results_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
     out = {"kind": kind, "protocol": summary.get("mcq_protocol", "generate"), "template": summary["template"],
            "n": summary["n_problems"], "k": summary["k"], "metrics": summary["metrics"],
            "reasons": summary["reasons"], "sampling": summary["sampling"],
-           "seconds": summary.get("generation_seconds"), "cache": summary.get("cache")}
+           "seconds": summary.get("generation_seconds"), "cache": summary.get("cache"), "drops": summary["drops"],
+           "engine": summary.get("engine")}
     keep = ("lm_eval_acc", "lm_eval_acc_norm", "warnings", "mean_response_tokens")
     out.update({key: summary[key] for key in keep if key in summary})
     return out

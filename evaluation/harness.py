@@ -52,6 +52,7 @@ from typing import Any
 
 from common.io import write_json_atomic, write_jsonl_atomic
 from common.manifest import git_state, package_versions
+from common.records import DROP_RULE
 from evaluation import driver
 from evaluation.benchmarks import BENCHMARKS, SUITES, BenchmarkError, Problem, expand_sets, get_benchmark
 from evaluation.eval_checks import (
@@ -64,6 +65,7 @@ from evaluation.eval_checks import (
     resolve_model,
 )
 from evaluation.grading import GRADER_VERSION
+from evaluation.scoring import drops_text
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +201,9 @@ def format_results(results: dict[str, Any]) -> str:
         key = "acc_norm" if "acc_norm" in m else "acc" if "acc" in m else "avg_at_k"
         lo, hi = m[f"{key}_ci95"]
         lines.append(f"{name:<16} {r['protocol']:<9} {r['n']:>5} {r['k']:>3}  "
-                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]  samples: {drops_text(r['drops'])}")
     lines += [f"warning: {w}" for r in results["results"].values() for w in r.get("warnings", [])]
+    lines.append(DROP_RULE)
     return "\n".join(lines)
 
 
