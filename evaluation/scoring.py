@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -26,15 +27,23 @@ def _same_answer(bench, timeout_s: float):
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
-                  workers: int) -> list[list[Verdict]]:
-    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for."""
-    pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
+                  workers: int, progress: str | None = None) -> list[list[Verdict]]:
+    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for.
+    ``progress``: the bar's name (``evaluation.progress``), problem by problem."""
     if workers > 1:
+        pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
         flat = grade_many(pairs, dataset=rule, timeout_s=timeout_s, workers=workers)
-    else:
-        flat = [grade(text, gold, dataset=rule, timeout_s=timeout_s) for text, gold in pairs]
-    k = len(texts[0]) if texts else 0
-    return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+        k = len(texts[0]) if texts else 0
+        return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+    from evaluation.progress import Progress
+
+    out = []
+    with Progress(progress, total=len(problems)) if progress else nullcontext() as bar:
+        for p, group in zip(problems, texts):
+            out.append([grade(text, p.answer, dataset=rule, timeout_s=timeout_s) for text in group])
+            if bar:
+                bar.update(1, samples=len(group))
+    return out
 
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
@@ -131,7 +140,7 @@ def metrics_block(arr: np.ndarray, summary: dict, records: list[dict], *, k: int
 
 def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, template: str, seed: int,
           grader_timeout_s: float, grader_workers: int = 1,
-          loglikelihood: bool = False) -> tuple[list[dict], dict]:
+          loglikelihood: bool = False, progress: bool = False) -> tuple[list[dict], dict]:
     """Grade raw samples; returns (per-sample records, summary of the scores). ``loglikelihood``: the
     responses are letters chosen by log-likelihood (lm-eval), compared with the gold letter."""
     bench = get_benchmark(benchmark)
@@ -141,10 +150,16 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
     if loglikelihood:
         verdicts = grade_letters(problems, texts)
     elif bench.kind == "code":
-        verdicts, extra = grade_code(problems, texts, template, benchmark)
+        from evaluation.progress import Progress
+
+        with Progress(f"{benchmark} code scoring (EvalPlus, one sandbox call)", total=len(problems)) \
+                if progress else nullcontext() as bar:
+            verdicts, extra = grade_code(problems, texts, template, benchmark)
+            if bar:
+                bar.update(len(problems), samples=sum(map(len, texts)))
     else:
         verdicts = grade_samples(problems, texts, rule=bench.grader_rule, timeout_s=grader_timeout_s,
-                                 workers=grader_workers)
+                                 workers=grader_workers, progress=f"{benchmark} grade" if progress else None)
     records, correct, answers = [], [], []
     for p, group, vs in zip(problems, groups, verdicts):
         correct.append([int(v.correct) for v in vs])

@@ -35,7 +35,8 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
 
 
 class Backend(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0,
+                 seeds: list[int] | None = None) -> list[list[Completion]]: ...
 
 
 class BackendUnavailable(RuntimeError):

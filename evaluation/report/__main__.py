@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -59,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         formats=tuple(f for f in args.formats.split(",") if f),
         audit_max_samples=args.audit_max_samples,
     )
+    if not (args.results / args.eval_dir).is_dir():
+        print(f"report: --results {args.results}: no {args.eval_dir}/ folder of summaries there; pass a results "
+              "tree (creditbench eval's --out, or the workflow's results/<run>)", file=sys.stderr)
+        return 2
     out = args.out or args.results / "tables"
     figures = (args.figures or args.results / "figures") if args.plots else None
     for path in write_report(args.results, out, opts, plots_dir=figures, eval_dir=args.eval_dir):

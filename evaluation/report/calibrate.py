@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=Design.k)
     parser.add_argument("--seeds", type=int, default=Design.seeds)
     parser.add_argument("--interaction", type=float, default=Design.interaction)
-    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %)")
+    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %%)")
     args = parser.parse_args(argv)
     problems = tuple(int(x) for x in args.problems.split(","))
     print(f"{args.experiments} experiments per row; problems {problems}, k {args.k}, {args.seeds} seeds, "
