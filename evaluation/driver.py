@@ -272,10 +272,12 @@ def truncation_warnings(name: str, requested: int, budgets: Sequence[int], cut: 
     return out
 
 
-def _generate_cached(engine: Any, name: str, problems: list[Problem], prompts: list[str], sampling: Sampling,
-                     template: str, cache: Cache, context: int | None) -> tuple[list[dict], dict[str, Any]]:
-    """:func:`generate_set` through the per-sample cache: only problems without a valid entry are generated
-    (batches of ``batch_size // k`` problems with the same budget), each appended to the cache once done."""
+def _generate_per_problem(engine: Any, name: str, problems: list[Problem], prompts: list[str], sampling: Sampling,
+                          template: str, cache: Cache | None,
+                          context: int | None) -> tuple[list[dict], dict[str, Any]]:
+    """:func:`generate_set` problem by problem, each seeded by :func:`problem_seed` and capped at the
+    context, through the per-sample cache when there is one: only problems without a valid entry are
+    generated (batches of ``batch_size // k`` problems with the same budget), each cached once done."""
     from dataclasses import replace
 
     from evaluation.progress import Progress, note
@@ -283,14 +285,16 @@ def _generate_cached(engine: Any, name: str, problems: list[Problem], prompts: l
     record = sampling.record(template)
     prompts, budgets, cut = fit_context(prompts, getattr(engine, "tokenizer", None), context, sampling.max_new_tokens)
     seeds = [problem_seed(sampling.seed, name, p.id) for p in problems]
-    keys = [sample_key(cache, name, p.id, prompt, {**record, "max_new_tokens": b, "seed": s})
+    keys = [sample_key(cache, name, p.id, prompt, {**record, "max_new_tokens": b, "seed": s}) if cache else p.id
             for p, prompt, b, s in zip(problems, prompts, budgets, seeds)]
-    path = cache.file(name)
-    done = read_cache(path, "samples")
+    path = cache.file(name) if cache else None
+    done = read_cache(path, "samples") if path else {}
     done = {k: v for k, v in done.items() if isinstance(v, list) and len(v) == sampling.k}
     todo = [i for i, key in enumerate(keys) if key not in done]
-    note(f"{name}: {len(problems) - len(todo)} of {len(problems)} problems from the cache, {len(todo)} to generate")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path:
+        note(f"{name}: {len(problems) - len(todo)} of {len(problems)} problems from the cache, {len(todo)} to "
+             "generate")
+        path.parent.mkdir(parents=True, exist_ok=True)
     per_batch = max(1, sampling.batch_size // sampling.k)
     batches: list[list[int]] = []
     for i in todo:
@@ -307,8 +311,9 @@ def _generate_cached(engine: Any, name: str, problems: list[Problem], prompts: l
             seconds += time.perf_counter() - t0
             for i, group in zip(batch, completions):
                 done[keys[i]] = raw_samples(name, [problems[i]], [prompts[i]], [group])
-                append_jsonl(path, {"key": keys[i], "set": name, "problem_id": problems[i].id,
-                                    "samples": done[keys[i]]})
+                if path:
+                    append_jsonl(path, {"key": keys[i], "set": name, "problem_id": problems[i].id,
+                                        "samples": done[keys[i]]})
             bar.update(len(batch), samples=len(batch) * sampling.k)
     raw = [{**s, "sample": j} for key in keys for j, s in enumerate(done[key])]
     return raw, {"template": template, "sampling": record, "generation_seconds": round(seconds, 3),
@@ -318,17 +323,18 @@ def _generate_cached(engine: Any, name: str, problems: list[Problem], prompts: l
                  "warnings": truncation_warnings(name, sampling.max_new_tokens, budgets, cut, context)}
 
 
-def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Sampling,
-                 cache: Cache | None = None, context: int | None = None) -> tuple[list[dict], dict[str, Any]]:
+def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Sampling, cache: Cache | None = None,
+                 context: int | None = None, per_problem: bool = False) -> tuple[list[dict], dict[str, Any]]:
     """Raw samples of one math or code set and their meta (template, sampling, seconds, cache counts).
-    Without a cache (the workflow's rules), one call over the set; with one (``creditbench eval``), per
-    problem through :func:`_generate_cached`, each response capped at the model's ``context``."""
+    ``per_problem`` or a cache (``creditbench eval``, the workflow's real_generate): problem by problem
+    (:func:`_generate_per_problem`), each response capped at the model's ``context``; else (the workflow's
+    evaluate rule) one call over the set, seeded by position."""
     from evaluation.templates import render
 
     template = sampling.template_for(name)
     prompts = [render(template, p, getattr(engine, "tokenizer", None)) for p in problems]
-    if cache is not None:
-        return _generate_cached(engine, name, problems, prompts, sampling, template, cache, context)
+    if cache is not None or per_problem:
+        return _generate_per_problem(engine, name, problems, prompts, sampling, template, cache, context)
     t0 = time.perf_counter()
     raw = raw_samples(name, problems, prompts, engine.generate(prompts, sampling.params(template), offset=0))
     return raw, {"template": template, "sampling": sampling.record(template),
@@ -431,10 +437,14 @@ def load_engine(backend: str, model_dir: str, sampling: Sampling, device: str) -
 
 
 def generate_sets(model_dir: str, subsets: Mapping[str, list[Problem]], sampling: Sampling, *, backend: str,
-                  device: str, cache: Cache | None = None, engine: Any = None, context: int | None = None,
+                  device: str, cache: Cache | None = None, engine: Any = None, per_problem: bool = False,
                   progress: Callable[[str], None] = lambda name: None) -> dict[str, tuple[list[dict], dict]]:
     """Every set's raw samples and meta (name -> (raw, meta)), with one loaded model: sampled for math and
-    code, by log-likelihood for multiple choice (the loaded model when the backend is HF)."""
+    code, by log-likelihood for multiple choice (the loaded model when the backend is HF). With a cache or
+    ``per_problem``, problem by problem within the model's context (``config.json``)."""
+    from evaluation.eval_checks import context_length
+
+    context = context_length(Path(model_dir)) if cache is not None or per_problem else None
     generated_names, mcq_names = split_sets(list(subsets))
     generated, mcq = {n: subsets[n] for n in generated_names}, {n: subsets[n] for n in mcq_names}
     if engine is None and needs_engine(list(subsets), backend):
@@ -442,7 +452,7 @@ def generate_sets(model_dir: str, subsets: Mapping[str, list[Problem]], sampling
     out: dict[str, tuple[list[dict], dict]] = {}
     for name, problems in generated.items():
         progress(name)
-        raw, meta = generate_set(engine, name, problems, sampling, cache, context)
+        raw, meta = generate_set(engine, name, problems, sampling, cache, context, per_problem)
         out[name] = (raw, {**meta, "backend": backend})
     if mcq:
         progress(",".join(mcq))

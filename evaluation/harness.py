@@ -17,8 +17,8 @@ metrics with stderr and 95 % bootstrap CIs (lm-eval's field names where it has o
 / ``target_hash``);
 ``OUT/samples_<set>.jsonl`` holds every graded sample with exactly what was graded, and
 ``OUT/eval/<model>/seed<s>/step0/<set>.summary.json`` each set in the workflow's summary schema, so that
-``creditbench report --results OUT`` tabulates it. ``--limit`` draws ``--subset-seed``'s subset by the one
-subset rule (``evaluation.driver.select``: stratified by subject and level where the set has them, kept in
+``creditbench report --results OUT`` tabulates it (``creditbench compare OUT1 OUT2`` compares models).
+``--limit`` draws ``--subset-seed``'s subset by the one subset rule (``evaluation.driver.select``: stratified by subject and level where the set has them, kept in
 file order), the draw the workflow's ``real_eval.limit`` / ``subset_seed`` makes.
 
 Errors before work: every argument (model folder, output folder, sets, template, k / temperature, data
@@ -26,13 +26,18 @@ files) is checked before the model is loaded; a user error is one line on stderr
 (``--debug``: with its traceback). Greedy decoding (``--temperature 0``) with ``--k`` > 1 is refused: the
 k samples would be identical copies, so avg@k would be greedy accuracy under another name.
 
-Identity and resume: ``OUT/run.json`` (written once the checks pass) names the model's content sha256 and
-the configuration; another model or configuration in the same ``--out`` is refused, so results never
-replace another run's. Generated samples are cached in ``OUT/cache/<set>.jsonl`` one generation chunk at a
-time, keyed by the model sha256, set, the chunk's prompts (items and template), sampling parameters, backend
-and device; a killed run, rerun with the same command, generates only the missing chunks (its log gives
-the counts) and, with the same seeds per chunk, writes the numbers an uninterrupted run writes.
-Multiple-choice sets are cached per set.
+Identity, cache and resume: the model's identity (``evaluation.eval_checks.model_identity``) hashes what
+decides its outputs (weight tensors, tokenizer, config, generation config), so a re-converted model or a
+checkpoint beside its optimizer state keeps it. ``OUT/run.json`` (written once the model has loaded, so a
+failed start leaves ``--out`` free) names it and the configuration; another model or configuration in the
+same ``--out`` is refused, so results never replace another run's. Generated samples are cached per problem
+in ``--cache`` (default ``$CREDITBENCH_CACHE`` or ``~/.cache/creditbench/eval``, shared by every run), keyed by
+the identity, set, problem, prompt, sampling knobs, backend and device (``evaluation.driver.Cache``): a
+larger ``--limit``, another set, another grader timeout or a killed run generates only what is missing, and
+a problem's samples are those of any other run that draws it (seeded per problem from ``--seed``;
+``--subset-seed`` alone draws the problems). A corrupt cache line is named and its problem generated again.
+Progress (problems and samples done, rate, time left) goes to stderr and ``OUT/eval.log``; a response is
+capped at the model's context minus its prompt and cut prompts are counted (``results.json`` ``warnings``).
 """
 
 from __future__ import annotations
@@ -159,6 +164,10 @@ def load_model(args: argparse.Namespace, plan: Plan) -> Any:
     """The generation engine (None when no set needs it here); a model transformers cannot load is one line."""
     if not driver.needs_engine(list(plan.subsets), args.backend):
         return None
+    if not args.verbose:  # transformers' own warnings before a failure would make it more than one line
+        import transformers
+
+        transformers.logging.set_verbosity_error()
     try:
         return driver.load_engine(args.backend, str(plan.model_dir), plan.sampling, args.device)
     except Exception as err:  # noqa: BLE001 (transformers raises OSError, ValueError, RuntimeError, ...)
@@ -182,8 +191,7 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
     progress.note(f"creditbench eval: {command}")
     cache = driver.Cache(Path(args.cache), plan.identity["model"]["sha256"], args.backend, args.device)
     raw = driver.generate_sets(str(plan.model_dir), plan.subsets, plan.sampling, backend=args.backend,
-                               device=args.device, cache=cache, engine=engine,
-                               context=plan.identity["model"]["context"])
+                               device=args.device, cache=cache, engine=engine)
     scored = {}
     for name, (samples, meta) in raw.items():
         scored[name] = driver.score_set(name, plan.subsets[name], samples, meta, seed=args.seed,
@@ -262,14 +270,14 @@ def build_parser(prog: str = "creditbench eval") -> argparse.ArgumentParser:
     ap.add_argument("--backend", choices=("hf", "vllm"), default="hf")
     ap.add_argument("--batch-size", type=int, default=16, metavar="N")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--seed", type=int, default=0, help="sampling seed (never changes which problems --limit draws)")
+    ap.add_argument("--seed", type=int, default=0, help="sampling seed (not the problems drawn)")
     ap.add_argument("--subset-seed", type=int, default=0, metavar="S", help="seed of --limit's draw of problems")
     ap.add_argument("--grader-timeout-s", type=float, default=5.0, metavar="S")
     ap.add_argument("--data-dir", type=Path, default=None, help="benchmark files (default data/benchmarks)")
     ap.add_argument("--out", type=Path, default=Path("results/eval"),
                     help="one run's folder: results.json, samples_*.jsonl, eval.log (reruns the same run)")
     ap.add_argument("--cache", type=Path, default=None, metavar="DIR",
-                    help="per-sample cache shared by runs (default $CREDITBENCH_CACHE, else ~/.cache/creditbench/eval)")
+                    help="per-sample cache shared by runs (None: $CREDITBENCH_CACHE or ~/.cache/creditbench/eval)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--debug", action="store_true", help="show the traceback of a user error")
     return ap
