@@ -149,6 +149,8 @@ class DataConfig:
 class ReportConfig:
     baseline: str
     audit_max_samples: int
+    max_drop_pct: float
+    mix_engines: bool
 
 
 @dataclass(frozen=True)

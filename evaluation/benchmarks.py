@@ -30,7 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from common.io import sha256_file  # noqa: F401  (re-exported for code_eval, gguf_convert)
+from common.io import sha256_file  # noqa: F401  (re-exported for code.score, gguf_convert)
 from evaluation.grading.extract import last_boxed
 
 log = logging.getLogger(__name__)

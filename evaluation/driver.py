@@ -9,7 +9,8 @@ apart) and ``creditbench eval``. Each is a thin CLI over these pieces:
 * :func:`select` / :func:`load_subset`: the one subset rule, N problems drawn with a seed, stratified by
   subject / level where the set has them, kept in file order (``evaluation.benchmarks.stratified_subset``);
 * :func:`generate_sets`: samples of the math and code sets (problem by problem through an optional
-  per-sample cache, :class:`Cache`) and the multiple-choice sets by log-likelihood through lm-eval (``evaluation.mcq``, wired once);
+  per-sample cache, :class:`Cache`) and the multiple-choice sets by log-likelihood through lm-eval
+  (``evaluation.mcq``, wired once);
 * :func:`score_set`: graded per-sample records (with lm-eval's ``doc_id`` / ``doc_hash`` / ``prompt_hash`` /
   ``target_hash``) and the one summary schema (``evaluation.scoring``: what the report reads, with a
   ``metrics`` block in lm-eval's naming); :func:`results_entry` is a summary as ``results.json`` lists it.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.io import append_jsonl, read_jsonl
+from common.io import append_jsonl
 from evaluation.benchmarks import BENCHMARKS, Problem, get_benchmark, load_benchmark, stratified_subset
 from evaluation.eval_checks import UsageError
 from evaluation.templates import FEWSHOT_MATH, TEMPLATES
@@ -40,7 +41,8 @@ def config_key(section: str) -> Callable[[str], str]:
 
 
 def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of the text's UTF-8 (a lone surrogate of a corrupted item is hashed as is, not an error)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -236,7 +238,8 @@ def raw_samples(benchmark: str, problems: Sequence[Problem], prompts: Sequence[s
     """Generated samples before grading (problem-major, ``sample`` = index within the problem); ``response``
     is the text graded (cut before the template's stop string)."""
     return [{"benchmark": benchmark, "problem_id": p.id, "sample": j, "prompt": prompt, "response": c.text,
-             "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6)}
+             "tokens": len(c.token_ids), "finish_reason": c.finish_reason, "latency_s": round(c.latency_s, 6),
+             **({"error": c.error} if c.error else {})}
             for p, prompt, group in zip(problems, prompts, completions) for j, c in enumerate(group)]
 
 
@@ -257,6 +260,45 @@ def fit_context(prompts: list[str], tokenizer: Any, context: int | None,
         out.append(prompt)
         budgets.append(max(1, min(max_new_tokens, context - len(ids))))
     return out, budgets, cut
+
+
+def engine_identity(engine: Any) -> dict[str, Any]:
+    """The generation engine's identity (``evaluation.generation.engine_record``) for the summary."""
+    return engine.identity()
+
+
+def generate_guarded(engine: Any, prompts: Sequence[str], params: Any, offset: int = 0,
+                     seeds: Sequence[int] | None = None) -> list[list[Any]]:
+    """``engine.generate`` that loses no prompt to an error: when a batch raises, each prompt is retried alone
+    (with the seed of its position, or its own of ``seeds``) and a prompt that still raises gets k
+    ``Completion`` s with ``finish_reason`` ``error`` and the message as text, which the scorer counts as a
+    generation error (``evaluation.scoring.drop_counts``) instead of dropping it. A batch whose every prompt
+    fails re-raises: that is a broken engine, not a dropped sample."""
+    from evaluation.generation import Completion
+    from evaluation.scoring import GENERATION_ERROR
+
+    def call(ps: list[str], start: int) -> list[list[Any]]:
+        if seeds is None:
+            return engine.generate(ps, params, offset=offset + start)
+        return engine.generate(ps, params, seeds=list(seeds[start:start + len(ps)]))
+
+    try:
+        return call(list(prompts), 0)
+    except Exception as err:  # noqa: BLE001  (retried prompt by prompt below; all failing re-raises)
+        first = err
+    out, errors = [], 0
+    for i, prompt in enumerate(prompts):
+        try:
+            out += call([prompt], i)
+        except Exception as err:  # noqa: BLE001
+            errors += 1
+            msg = f"{type(err).__name__}: {err}"
+            print(f"generation error (prompt {offset + i}): {msg}", file=sys.stderr, flush=True)
+            out.append([Completion(text="", token_ids=(), finish_reason=GENERATION_ERROR, latency_s=0.0, error=msg)
+                        for _ in range(params.n)])
+    if errors == len(prompts):
+        raise first
+    return out
 
 
 def truncation_warnings(name: str, requested: int, budgets: Sequence[int], cut: int, context: int | None) -> list[str]:
@@ -307,16 +349,18 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
         for batch in batches:
             params = replace(sampling.params(template), max_new_tokens=budgets[batch[0]])
             t0 = time.perf_counter()
-            completions = engine.generate([prompts[i] for i in batch], params, seeds=[seeds[i] for i in batch])
+            completions = generate_guarded(engine, [prompts[i] for i in batch], params,
+                                           seeds=[seeds[i] for i in batch])
             seconds += time.perf_counter() - t0
             for i, group in zip(batch, completions):
                 done[keys[i]] = raw_samples(name, [problems[i]], [prompts[i]], [group])
-                if path:
+                if path and not any("error" in r for r in done[keys[i]]):  # a failed prompt is retried on resume
                     append_jsonl(path, {"key": keys[i], "set": name, "problem_id": problems[i].id,
                                         "samples": done[keys[i]]})
             bar.update(len(batch), samples=len(batch) * sampling.k)
     raw = [{**s, "sample": j} for key in keys for j, s in enumerate(done[key])]
     return raw, {"template": template, "sampling": record, "generation_seconds": round(seconds, 3),
+                 "engine": engine_identity(engine),
                  "cache": {"problems_cached": len(problems) - len(todo), "problems_generated": len(todo)},
                  "context": {"positions": context, "prompts_truncated": cut,
                              "max_new_tokens_capped": sum(b < sampling.max_new_tokens for b in budgets)},
@@ -336,9 +380,9 @@ def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Samp
     if cache is not None or per_problem:
         return _generate_per_problem(engine, name, problems, prompts, sampling, template, cache, context)
     t0 = time.perf_counter()
-    raw = raw_samples(name, problems, prompts, engine.generate(prompts, sampling.params(template), offset=0))
+    raw = raw_samples(name, problems, prompts, generate_guarded(engine, prompts, sampling.params(template)))
     return raw, {"template": template, "sampling": sampling.record(template),
-                 "generation_seconds": round(time.perf_counter() - t0, 3),
+                 "generation_seconds": round(time.perf_counter() - t0, 3), "engine": engine_identity(engine),
                  "cache": {"problems_cached": 0, "problems_generated": len(problems)}}
 
 
@@ -510,7 +554,8 @@ def results_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
     out = {"kind": kind, "protocol": summary.get("mcq_protocol", "generate"), "template": summary["template"],
            "n": summary["n_problems"], "k": summary["k"], "metrics": summary["metrics"],
            "reasons": summary["reasons"], "sampling": summary["sampling"],
-           "seconds": summary.get("generation_seconds"), "cache": summary.get("cache")}
+           "seconds": summary.get("generation_seconds"), "cache": summary.get("cache"), "drops": summary["drops"],
+           "engine": summary.get("engine")}
     keep = ("lm_eval_acc", "lm_eval_acc_norm", "warnings", "mean_response_tokens")
     out.update({key: summary[key] for key in keep if key in summary})
     return out

@@ -18,8 +18,9 @@ metrics with stderr and 95 % bootstrap CIs (lm-eval's field names where it has o
 ``OUT/samples_<set>.jsonl`` holds every graded sample with exactly what was graded, and
 ``OUT/eval/<model>/seed<s>/step0/<set>.summary.json`` each set in the workflow's summary schema, so that
 ``creditbench report --results OUT`` tabulates it (``creditbench compare OUT1 OUT2`` compares models).
-``--limit`` draws ``--subset-seed``'s subset by the one subset rule (``evaluation.driver.select``: stratified by subject and level where the set has them, kept in
-file order), the draw the workflow's ``real_eval.limit`` / ``subset_seed`` makes.
+``--limit`` draws ``--subset-seed``'s subset by the one subset rule (``evaluation.driver.select``:
+stratified by subject and level where the set has them, kept in file order), the draw the workflow's
+``real_eval.limit`` / ``subset_seed`` makes.
 
 Errors before work: every argument (model folder, output folder, sets, template, k / temperature, data
 files) is checked before the model is loaded; a user error is one line on stderr and exit code 2
@@ -59,6 +60,7 @@ from typing import Any
 
 from common.io import write_json_atomic, write_jsonl_atomic
 from common.manifest import git_state, package_versions
+from common.records import DROP_RULE
 from evaluation import driver
 from evaluation.benchmarks import BENCHMARKS, SUITES, BenchmarkError, Problem, expand_sets, get_benchmark
 from evaluation.eval_checks import (
@@ -74,6 +76,7 @@ from evaluation.eval_checks import (
     resolve_model,
 )
 from evaluation.grading import GRADER_VERSION
+from evaluation.scoring import drops_text
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +241,9 @@ def format_results(results: dict[str, Any]) -> str:
         key = "acc_norm" if "acc_norm" in m else "acc" if "acc" in m else "avg_at_k"
         lo, hi = m[f"{key}_ci95"]
         lines.append(f"{name:<16} {r['protocol']:<9} {r['n']:>5} {r['k']:>3}  "
-                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]  samples: {drops_text(r['drops'])}")
     lines += [f"warning: {w}" for r in results["results"].values() for w in r.get("warnings", [])]
+    lines.append(DROP_RULE)
     return "\n".join(lines)
 
 

@@ -134,6 +134,8 @@ def cmd_generate(cfg: Config, args: argparse.Namespace) -> None:
 
 
 def cmd_score(cfg: Config, args: argparse.Namespace) -> None:
+    from evaluation.scoring import drops_text
+
     out = Path(args.out_dir)
     for name in args.sets:
         meta = json.loads((out / f"{name}.gen.json").read_text())
@@ -146,7 +148,7 @@ def cmd_score(cfg: Config, args: argparse.Namespace) -> None:
         write_jsonl_atomic(out / f"{name}.samples.jsonl", records)
         write_json_atomic(out / f"{name}.summary.json", summary)
         print(f"{name} {meta['method']} seed{meta['seed']} step{meta['step']}: avg@{summary['k']} "
-              f"{summary['avg_at_k']:.3f} ({summary['n_problems']} problems)")
+              f"{summary['avg_at_k']:.3f} ({summary['n_problems']} problems; {drops_text(summary['drops'])})")
 
 
 COMMANDS = {"generate": cmd_generate, "score": cmd_score}

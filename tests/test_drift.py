@@ -99,7 +99,8 @@ def test_the_rule_check_fails_when_a_key_is_dropped(rule, key):
 
 
 # ---- one copy of each stage contract, and every reason a scorer emits is in it ------------------------------
-CONTRACTS = ("PHASES", "REASONS", "FAILURE_REASONS", "CODE_ONLY_REASONS", "SUMMARY_KEYS")
+CONTRACTS = ("PHASES", "REASONS", "FAILURE_REASONS", "CODE_ONLY_REASONS", "UNGRADED_REASONS", "SUMMARY_KEYS",
+             "DROP_KEYS")
 
 
 def contract_copies(mods: dict[str, Path]) -> list[str]:

@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("training.plan", "jobs, tokens, GPU-hours and peak GPU memory of a recipe"),
     "report": ("evaluation.report.__main__", "tables (and figures) of a results tree"),
     "compare": ("evaluation.report.compare", "models compared: creditbench eval runs, paired per problem"),
-    "regress": ("evaluation.regress", "compare result tables cell by cell against a reference"),
+    "regress": ("evaluation.checks.regress", "compare result tables cell by cell against a reference"),
     "run": ("", "run the Snakemake workflow (arguments go to snakemake; default --cores 2)"),
 }
 

@@ -7,7 +7,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from evaluation.generation.types import Completion, SamplingParams, cut_at_stop
+from evaluation.generation.types import Completion, SamplingParams, cut_at_stop, engine_record
 
 
 def sample_hf(model, tokenizer, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, n: int,
@@ -61,6 +61,13 @@ class HFBackend:
         self.model.eval()
         self.device = device
         self.batch_size = batch_size
+        self.dtype = dtype
+
+    def identity(self) -> dict:
+        """``engine_record``: transformers' version, dtype, one device (no tensor parallelism), batch size."""
+        import transformers
+
+        return engine_record("hf", transformers.__version__, self.dtype, 1, self.batch_size)
 
     @torch.no_grad()
     def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0,

@@ -145,10 +145,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from common.records import REASONS
-from evaluation.grading.equivalence import _fast_verdict
-from evaluation.grading.extract import _prepare_gold, answer_start, extract_answer, last_boxed
-from evaluation.grading.normalize import _MAX_LEN
-from evaluation.grading.pool import _slow_in_worker
+from evaluation.grading.equivalence import fast_verdict
+from evaluation.grading.extract import answer_start, extract_answer, last_boxed, prepare_gold
+from evaluation.grading.normalize import MAX_LEN
+from evaluation.grading.pool import slow_in_worker
 
 GRADER_VERSION = "creditbench-grader/5"
 
@@ -187,15 +187,15 @@ def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: fl
         extracted = extract_answer(response, dataset)
         if extracted is None:
             return Verdict(False, None, "no_answer", time.perf_counter() - t0)
-        g = _prepare_gold(gold, dataset)
-        if len(extracted) > _MAX_LEN or len(g) > _MAX_LEN:  # the cap comes before any normalisation
-            return Verdict(False, extracted[:_MAX_LEN], "parse_error", time.perf_counter() - t0)
-        reason = _fast_verdict(extracted, g, dataset)
+        g = prepare_gold(gold, dataset)
+        if len(extracted) > MAX_LEN or len(g) > MAX_LEN:  # the cap comes before any normalisation
+            return Verdict(False, extracted[:MAX_LEN], "parse_error", time.perf_counter() - t0)
+        reason = fast_verdict(extracted, g, dataset)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         log.warning("grader fast path failed on %r / %r", response[-200:], gold, exc_info=True)
         return Verdict(False, extracted, "parse_error", time.perf_counter() - t0)
     if reason is None:
-        reason = _slow_in_worker(extracted, g, dataset, timeout_s)
+        reason = slow_in_worker(extracted, g, dataset, timeout_s)
     return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
 
 
@@ -206,14 +206,14 @@ def equivalent(answer: str, other: str, *, dataset: str | None = None, timeout_s
     if answer == other:
         return True
     try:
-        g = _prepare_gold(other, dataset)
-        if len(answer) > _MAX_LEN or len(g) > _MAX_LEN:
+        g = prepare_gold(other, dataset)
+        if len(answer) > MAX_LEN or len(g) > MAX_LEN:
             return False
-        reason = _fast_verdict(answer, g, dataset)
+        reason = fast_verdict(answer, g, dataset)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         return False
     if reason is None:
-        reason = _slow_in_worker(answer, g, dataset, timeout_s)
+        reason = slow_in_worker(answer, g, dataset, timeout_s)
     return reason == "correct"
 
 

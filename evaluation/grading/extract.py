@@ -73,7 +73,7 @@ def _close_map(text: str) -> dict[int, int]:
     return out
 
 
-def _match_brace(text: str, open_idx: int) -> int:
+def match_brace(text: str, open_idx: int) -> int:
     """Index of the ``}`` closing the ``{`` at ``open_idx`` (escaped braces skipped), or -1: the same pairing
     as :func:`_close_map`, whose stack pairs a brace independently of what stands before it."""
     close = _close_map(text[open_idx:]).get(0)
@@ -319,7 +319,7 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
 
 
 @lru_cache(maxsize=16384)
-def _prepare_gold(gold: str, dataset: str | None) -> str:
+def prepare_gold(gold: str, dataset: str | None) -> str:
     """The gold answer string as compared (``####`` part, ``\\boxed`` content)."""
     g = gold.strip()
     if "####" in g:

@@ -124,7 +124,7 @@ _POOL = _WorkerPool()  # process handles only; no grading state lives here
 atexit.register(_POOL.close_all)
 
 
-def _slow_in_worker(pred: str, gold: str, dataset: str | None, timeout_s: float) -> str:
+def slow_in_worker(pred: str, gold: str, dataset: str | None, timeout_s: float) -> str:
     w = _POOL.acquire()
     try:
         w.wait_ready()

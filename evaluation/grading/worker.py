@@ -18,8 +18,8 @@ import sys
 import threading
 import time
 
-from evaluation.grading.equivalence import _slow_verdict
-from evaluation.grading.scalar import _ParseError, _to_sympy
+from evaluation.grading.equivalence import slow_verdict
+from evaluation.grading.scalar import ParseError, to_sympy
 
 # Generic answer forms (not the case tables' strings): one per grammar path the sympy path meets.
 _WARM_FORMS = (
@@ -74,8 +74,8 @@ def _worker_main() -> None:
     import sympy  # noqa: F401  (warm import before signalling ready)
 
     try:
-        _to_sympy("x+1")
-    except _ParseError:
+        to_sympy("x+1")
+    except ParseError:
         pass
     _warm()
     out = sys.stdout
@@ -84,7 +84,7 @@ def _worker_main() -> None:
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            reason = _slow_verdict(req["pred"], req["gold"], req.get("dataset"))
+            reason = slow_verdict(req["pred"], req["gold"], req.get("dataset"))
         except (MemoryError, RecursionError):
             reason = "parse_error"
         out.write(json.dumps({"reason": reason}) + "\n")

@@ -42,7 +42,7 @@ HTML (one standalone page per table, for ``snakemake --report``) shows the Markd
 numbers only (4 decimals, ints as ints, empty for missing); provenance (k, samples, seeds, grader
 version, data sha256, manifest ids, git commit) is a footer in Markdown, LaTeX and HTML and the full
 set goes to ``provenance.json``. Timing and memory columns are prefixed ``time_`` / ``mem_`` so that
-``evaluation.regress`` can skip them. All writers are deterministic and every write is atomic.
+``evaluation.checks.regress`` can skip them. All writers are deterministic and every write is atomic.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from evaluation.report.load import (
     Results,
     benchmark_groups,
     benchmark_kind,
+    check_engines,
     load_results,
     order_benchmarks,
     sort_methods,
@@ -113,7 +114,7 @@ def build_tables(res: Results, opts: ReportOptions) -> dict[str, Table]:
         "significance": significance,
         "learning": learning,
         "wallclock": wallclock_table(res, opts, main, learning, footer),
-        "failures": failures_table(res, footer),
+        "failures": failures_table(res, footer, opts),
         "power": power,
         "rliable": rliable_table(res, opts, footer_text(prov, groups["main"])),
     }
@@ -142,6 +143,7 @@ def write_report(
     removed so that the directory matches the results.
     """
     res = load_results(results, eval_dir)
+    check_engines(res.evals, opts.mix_engines)
     log.info("report options: %s", opts)
     paths: list[Path] = []
     tables = build_tables(res, opts)

@@ -19,8 +19,8 @@ from evaluation.report.load import (
     sort_methods,
 )
 from evaluation.report.render import Column, Table
-from evaluation.report.stats import _final_records, holm, paired_blocks, paired_test, seeds_random_test
-from evaluation.report.tables import _label, baseline_note
+from evaluation.report.stats import final_records, holm, paired_blocks, paired_test, seeds_random_test
+from evaluation.report.tables import baseline_note, method_label
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     over problems (stratified by benchmark) and sign-flip permutation p, Holm over methods per scope.
     """
     benches = order_benchmarks(res.benchmarks, opts.benchmarks)
-    final = _final_records(res)
+    final = final_records(res)
     claims = _parse_claims(opts.claims)
     rows: list[dict[str, Any]] = []
     base = final.get(opts.baseline)
@@ -73,7 +73,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
             if not (math.isnan(claim) or math.isnan(method_test.ci_lo)):
                 inside = "yes" if method_test.ci_lo <= claim <= method_test.ci_hi else "no"
             rows.append({
-                "method": method, "label": _label(method), "baseline": opts.baseline, "scope": scope,
+                "method": method, "label": method_label(method), "baseline": opts.baseline, "scope": scope,
                 "family": FAMILY_CONFIRMATORY if scope == AVG else FAMILY_EXPLORATORY,
                 "problems": ckpt.n_units, "seeds": method_test.seeds, "k": "/".join(map(str, ks)),
                 "delta": ckpt.delta, "delta_ci_lo": method_test.ci_lo, "delta_ci_hi": method_test.ci_hi,
@@ -114,7 +114,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     )
     level = f"{100 * (1 - opts.alpha):.0f}%"
     caption = (
-        f"Tests vs {_label(opts.baseline)} ({AVG} = main-table benchmarks), per-problem accuracy differences "
+        f"Tests vs {method_label(opts.baseline)} ({AVG} = main-table benchmarks), per-problem accuracy differences "
         f"(samples averaged, seeds paired by id). Method (seeds random): Δ with {level} t interval and p of the "
         f"crossed seed × problem random-effects model (Satterthwaite df; ≥ 2 seeds); Holm over methods for "
         f"{AVG} (confirmatory), over methods × benchmarks for the benchmark cells (exploratory). Checkpoints "

@@ -34,7 +34,7 @@ def weighted_average(values: Sequence[float], weights: Sequence[float]) -> float
     return _weighted_average(v, w)
 
 
-def _sd(values: Sequence[float]) -> float:
+def sample_sd(values: Sequence[float]) -> float:
     """Sample standard deviation (ddof=1); NaN for fewer than two values."""
     v = np.asarray(values, dtype=float)
     return float(v.std(ddof=1)) if v.size > 1 else math.nan
@@ -252,7 +252,7 @@ def _index(res: Results) -> dict[tuple[str, int, int, str], EvalRecord]:
     return {(r.method, r.seed, r.step, r.benchmark): r for r in res.evals}
 
 
-def _final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
+def final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
     """method -> seed -> benchmark -> record at that run's final step."""
     idx = _index(res)
     out: dict[str, dict[int, dict[str, EvalRecord]]] = {}

@@ -14,6 +14,8 @@ rule report:
     params:
         baseline=CFG.report.baseline,
         audit=CFG.report.audit_max_samples,
+        drops=CFG.report.max_drop_pct,
+        mix="--mix-engines " if CFG.report.mix_engines else "",
     log:
         f"{OUT}/logs/report.log",
     conda:
@@ -21,7 +23,7 @@ rule report:
     threads: 1
     shell:
         "{PY} -m evaluation.report --results {OUT} --out {OUT}/tables --baseline {params.baseline} "
-        "--audit-max-samples {params.audit} "
+        "--audit-max-samples {params.audit} --max-drop-pct {params.drops} {params.mix}"
         "--plots --figures {OUT}/figures > {log} 2>&1" + fidelity_copy()
 
 
@@ -37,6 +39,8 @@ if REAL_SETS:
         params:
             baseline=CFG.report.baseline,
             audit=CFG.report.audit_max_samples,
+            drops=CFG.report.max_drop_pct,
+            mix="--mix-engines " if CFG.report.mix_engines else "",
         log:
             f"{OUT}/logs/real_report.log",
         conda:
@@ -44,4 +48,5 @@ if REAL_SETS:
         threads: 1
         shell:
             "{PY} -m evaluation.report --results {OUT} --eval-dir real_eval --out {output} "
-            "--baseline {params.baseline} --audit-max-samples {params.audit} > {log} 2>&1"
+            "--baseline {params.baseline} --audit-max-samples {params.audit} --max-drop-pct {params.drops} "
+            "{params.mix}> {log} 2>&1"

@@ -117,7 +117,7 @@ def test_boxed_million_times_extracts_in_under_a_second() -> None:
 def test_math_verify_column_is_math_verifys_own_verdict() -> None:
     """The ``math_verify`` column of issue25.tsv is what Math-Verify says now (never typed by hand)."""
     pytest.importorskip("math_verify")
-    from evaluation.bench_grader import _mv_grade
+    from evaluation.checks.bench_grader import _mv_grade
 
     rows = [r for r in ROWS if r["where"].startswith("issue25.tsv")]
     assert len(rows) >= 60 and {r["math_verify"] for r in rows} == {"correct", "wrong"}

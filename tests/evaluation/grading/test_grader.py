@@ -535,11 +535,11 @@ def test_parse_error_is_distinct_from_wrong() -> None:
 
 
 def test_fast_path_decides_plain_answers_without_a_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Plain numbers never reach the sympy worker (speed is measured by ``evaluation.bench_grader``)."""
+    """Plain numbers never reach the sympy worker (speed is measured by ``evaluation.checks.bench_grader``)."""
     def no_worker(*args: object, **kwargs: object) -> str:
         raise AssertionError(f"slow path reached for {args!r}")
 
-    monkeypatch.setattr(grader_mod, "_slow_in_worker", no_worker)
+    monkeypatch.setattr(grader_mod, "slow_in_worker", no_worker)
     pairs = [(B % str(i), str(i + (i % 2))) for i in range(2000)]
     out = [grade(r, g) for r, g in pairs]
     assert [v.correct for v in out] == [i % 2 == 0 for i in range(2000)]

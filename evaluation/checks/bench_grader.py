@@ -1,6 +1,6 @@
 """Throughput benchmark: this checker vs Math-Verify on the same realistic (response, gold) pairs.
 
-``python -m evaluation.bench_grader [--n 5000] [--seed 0] [--workers N] [--cases DIR]``
+``python -m evaluation.checks.bench_grader [--n 5000] [--seed 0] [--workers N] [--cases DIR]``
 
 Pairs are generated deterministically from the real golds of MATH-500, GSM8K (test) and AIME 24/25/26:
 correct answers in several output formats (``\\boxed{}``, "The final answer is", ``####``, ``\\dfrac``,
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from evaluation.grading import GRADER_VERSION, grade, grade_many
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
+DATA = Path(__file__).resolve().parents[2] / "data" / "benchmarks"
 _FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"
 _COT = (
     "We are given the problem and need to find the requested quantity. Write $a = 3$ and $b = 4$, so that "

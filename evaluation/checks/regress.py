@@ -1,6 +1,6 @@
 """Cell-by-cell regression check of result tables against committed references.
 
-``python -m evaluation.regress RESULTS_DIR REFERENCE_DIR [--tolerances FILE] [--update --reason TEXT]``
+``python -m evaluation.checks.regress RESULTS_DIR REFERENCE_DIR [--tolerances FILE] [--update --reason TEXT]``
 
 Compares every ``*.csv`` in ``RESULTS_DIR/tables`` (or ``RESULTS_DIR`` itself when it has no ``tables``
 folder) with the same-named CSV in ``REFERENCE_DIR``. Rows are matched by key columns (``method``,
@@ -430,7 +430,7 @@ def update_reference(results: Path, reference: Path, reason: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluation.regress", description=__doc__.split("\n\n")[0]
+        prog="python -m evaluation.checks.regress", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("results", type=Path, help="results dir (its tables/ subfolder is used when present)")
     parser.add_argument(
