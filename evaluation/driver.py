@@ -400,8 +400,8 @@ def mcq_sets(engine: Any, model_dir: str, subsets: Mapping[str, list[Problem]], 
              context: int | None = None) -> dict[str, tuple[list[dict], dict[str, Any]]]:
     """The multiple-choice sets through lm-eval (``evaluation.mcq.loglikelihood_sets``), cached per item:
     only the items without a cache entry go to lm-eval; its per-set accuracies are recomputed over all."""
-    from evaluation.mcq import loglikelihood_sets
     from common.progress import note
+    from evaluation.mcq import loglikelihood_sets
 
     keys = {n: [_mcq_key(cache, n, p, sampling, [q.id for q in ps]) if cache else p.id for p in ps]
             for n, ps in subsets.items()}
