@@ -252,8 +252,7 @@ def _make_trainer_class():
             super().__init__(*args, **kwargs)
             self.preset = preset
             self.weight_fn = get_token_weight_fn(preset.token_weights)
-            self.reward_log = reward_log
-            self.offload_hidden = offload_hidden
+            self.reward_log, self.offload_hidden = reward_log, offload_hidden
             self.credit_generator = torch.Generator().manual_seed(credit_seed)
             self.phase_seconds = {p: 0.0 for p in PHASES}
             self.batch_stats: dict[str, float] = {}
@@ -398,10 +397,10 @@ def _make_trainer_class():
             return out
 
         def training_step(self, model, inputs, num_items_in_batch):
-            self._generation_seconds = 0.0
-            t0 = time.perf_counter()
+            self._generation_seconds, t0 = 0.0, time.perf_counter()
             loss = super().training_step(model, inputs, num_items_in_batch)
-            self.phase_seconds["update"] += time.perf_counter() - t0 - self._generation_seconds
+            self.backward_end = time.perf_counter()  # then the Trainer clips and steps the optimizer: on_step_end
+            self.phase_seconds["update"] += self.backward_end - t0 - self._generation_seconds
             return loss
 
         # -- the loss -------------------------------------------------------------------------------
@@ -460,6 +459,7 @@ def _make_callback_class():
 
         def on_step_end(self, args, state, control, **kwargs):
             tr = self.trainer
+            tr.phase_seconds["update"] += time.perf_counter() - tr.backward_end  # clip, optimizer step (as native)
             if state.global_step % self.mini_batches:
                 return control
             done = state.global_step // self.mini_batches
