@@ -26,7 +26,7 @@ test: setup
 
 bench: setup
 	$(BIN)/python -m training.bench
-	$(BIN)/python -m evaluation.bench_grader
+	$(BIN)/python -m evaluation.checks.bench_grader
 
 clean:
 	rm -rf results/default results/ci .snakemake

@@ -1,6 +1,7 @@
 """Rule ``evaluate``: one checkpoint on one set of ``eval.benchmarks`` (the synthetic held-out set, or a
 registered one), generated and graded in one job through the one driver (``evaluation.driver``); writes
-``PREFIX.samples.jsonl`` and ``PREFIX.summary.json`` (avg@k with a 95 % bootstrap CI, pass@k, maj@k).
+``PREFIX.samples.jsonl`` and ``PREFIX.summary.json`` (avg@k with a 95 % bootstrap CI, pass@k, maj@k, the drop
+counts and the engine's identity).
 
     python -m evaluation.evaluate --config config/config.yaml --model-dir M --benchmark synthetic \\
         --data heldout.jsonl --method dapo --seed 1 --step 60 --out-prefix OUT/eval/dapo/seed1/step60/synthetic
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from common.runtime import setup_runtime
     from evaluation import driver
+    from evaluation.scoring import drops_text
 
     cfg = load_config(args.config)
     setup_runtime(cfg.runtime)
@@ -52,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     write_json_atomic(args.out_prefix + ".summary.json", summary)
     lo, hi = summary["ci95"]
     print(f"{args.benchmark} {args.method} seed{args.seed} step{args.step}: avg@{ev.k} {summary['avg_at_k']:.3f} "
-          f"[{lo:.3f}, {hi:.3f}] pass@{ev.k} {summary['pass_at_k']:.3f} ({summary['n_problems']} problems)")
+          f"[{lo:.3f}, {hi:.3f}] pass@{ev.k} {summary['pass_at_k']:.3f} ({summary['n_problems']} problems; "
+          f"{drops_text(summary['drops'])})")
 
 
 if __name__ == "__main__":

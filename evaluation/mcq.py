@@ -244,8 +244,11 @@ def loglikelihood_sets(model_dir: str | os.PathLike[str], subsets: Mapping[str, 
     import lm_eval
 
     t0 = time.perf_counter()
+    from evaluation.generation import engine_record
+
+    dtype = getattr(engine, "dtype", "float32")  # run_ood's own load is float32, as the HF engine's
     results = run_ood(model_dir, tasks=list(subsets), problems=subsets, device=device, batch_size=batch_size,
-                      seed=seed, num_fewshot=num_fewshot, protocol=protocol,
+                      seed=seed, num_fewshot=num_fewshot, protocol=protocol, dtype=dtype,
                       model=getattr(engine, "model", None), tokenizer=getattr(engine, "tokenizer", None))
     seconds = round(time.perf_counter() - t0, 3)  # one lm-eval call for all of them
     out = {}
@@ -260,6 +263,7 @@ def loglikelihood_sets(model_dir: str | os.PathLike[str], subsets: Mapping[str, 
                 "lm_eval_acc": it.correct, "lm_eval_acc_norm": it.correct_norm if norm else None}
                for it in res.items]
         out[name] = (raw, {"template": res.template, "grader_version": f"lm-eval/{lm_eval.__version__} {metric}",
+                           "engine": engine_record("lm-eval", lm_eval.__version__, dtype, 1, batch_size),
                            "sampling": {"n": 1, "loglikelihood": True, "num_fewshot": num_fewshot},
                            "backend": f"lm-eval/{lm_eval.__version__} hf", "generation_seconds": seconds,
                            "lm_eval_acc": res.acc, "lm_eval_acc_norm": res.acc_norm if norm else None,

@@ -122,7 +122,7 @@ def load_subset(cfg: Config, name: str) -> tuple[list[Problem], dict[str, Any]]:
 def cmd_generate(cfg: Config, args: argparse.Namespace) -> None:
     subsets = {name: load_subset(cfg, name) for name in args.sets}
     produced = driver.generate_sets(args.model_dir, {n: p for n, (p, _) in subsets.items()}, sampling(cfg, args.seed),
-                                    backend=cfg.eval.backend, device=cfg.runtime.device)
+                                    backend=cfg.eval.backend, device=cfg.runtime.device, per_problem=True)
     out = Path(args.out_dir)
     ids = driver.run_ids(args.model_dir, args.method, args.seed, args.step)
     for name in args.sets:
@@ -134,6 +134,8 @@ def cmd_generate(cfg: Config, args: argparse.Namespace) -> None:
 
 
 def cmd_score(cfg: Config, args: argparse.Namespace) -> None:
+    from evaluation.scoring import drops_text
+
     out = Path(args.out_dir)
     for name in args.sets:
         meta = json.loads((out / f"{name}.gen.json").read_text())
@@ -146,7 +148,7 @@ def cmd_score(cfg: Config, args: argparse.Namespace) -> None:
         write_jsonl_atomic(out / f"{name}.samples.jsonl", records)
         write_json_atomic(out / f"{name}.summary.json", summary)
         print(f"{name} {meta['method']} seed{meta['seed']} step{meta['step']}: avg@{summary['k']} "
-              f"{summary['avg_at_k']:.3f} ({summary['n_problems']} problems)")
+              f"{summary['avg_at_k']:.3f} ({summary['n_problems']} problems; {drops_text(summary['drops'])})")
 
 
 COMMANDS = {"generate": cmd_generate, "score": cmd_score}

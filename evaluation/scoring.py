@@ -2,17 +2,23 @@
 sandbox for code; the chosen letter for multiple choice) into per-sample records and one summary: avg@k with
 a 95 % bootstrap CI, pass@k, maj@k, and a ``metrics`` block in lm-eval's naming (``*_stderr``, ``*_ci95``;
 ``acc`` / ``acc_norm`` for multiple choice). Per-sample records keep the response, the extracted answer, the
-verdict and its reason, so any number can be re-graded without regenerating. The driver
-(``evaluation.driver``) calls :func:`score` for every path: the workflow's jobs and ``creditbench eval``.
+verdict and its reason, so any number can be re-graded without regenerating. Every summary also says where its
+samples went (:func:`drop_counts`: requested, graded, failed, overlong, without an answer; the rule is
+``common.records.DROP_RULE``): nothing is silently dropped. The driver (``evaluation.driver``) calls :func:`score`
+for every path: the workflow's jobs and ``creditbench eval``.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 
 import numpy as np
 
+from common.records import DROP_KEYS
 from evaluation.benchmarks import Problem, get_benchmark
 from evaluation.grading import GRADER_VERSION, Verdict, equivalent, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_g_pass_at_k, mean_pass_at_k
@@ -26,15 +32,23 @@ def _same_answer(bench, timeout_s: float):
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
-                  workers: int) -> list[list[Verdict]]:
-    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for."""
-    pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
+                  workers: int, progress: str | None = None) -> list[list[Verdict]]:
+    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for.
+    ``progress``: the bar's name (``common.progress``), problem by problem."""
     if workers > 1:
+        pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
         flat = grade_many(pairs, dataset=rule, timeout_s=timeout_s, workers=workers)
-    else:
-        flat = [grade(text, gold, dataset=rule, timeout_s=timeout_s) for text, gold in pairs]
-    k = len(texts[0]) if texts else 0
-    return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+        k = len(texts[0]) if texts else 0
+        return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+    from common.progress import Progress
+
+    out = []
+    with Progress(progress, total=len(problems)) if progress else nullcontext() as bar:
+        for p, group in zip(problems, texts):
+            out.append([grade(text, p.answer, dataset=rule, timeout_s=timeout_s) for text in group])
+            if bar:
+                bar.update(1, samples=len(group))
+    return out
 
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
@@ -62,7 +76,7 @@ def program(problem: Problem, text: str, template: str) -> str:
 def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
                benchmark: str = "mbpp_plus") -> tuple[list[list[Verdict]], dict]:
     """Run MBPP+/HumanEval+ samples through EvalPlus in its sandbox; correct = base and plus tests pass."""
-    from evaluation.code_eval import evaluate_evalplus
+    from evaluation.code.score import evaluate_evalplus
 
     samples = [code_sample(p, t, template) for p, group in zip(problems, texts) for t in group]
     result = evaluate_evalplus(benchmark, samples)
@@ -129,9 +143,34 @@ def metrics_block(arr: np.ndarray, summary: dict, records: list[dict], *, k: int
     return out
 
 
+GENERATION_ERROR = "error"
+"""``finish_reason`` of a sample the engine failed to generate (``evaluation.driver.generate_guarded``)."""
+
+
+def drop_counts(records: Sequence[Mapping], requested: int) -> dict[str, int]:
+    """Where a set's samples went (``common.records.DROP_KEYS``, rule ``DROP_RULE``), from its per-sample records
+    (``reason``, ``finish_reason``): the one count behind every summary, ``results.json`` and table row.
+    ``graded`` counts the records present, so a sample missing from ``records`` shows as requested − graded −
+    failed instead of vanishing."""
+    reasons = Counter(r.get("reason") for r in records)
+    gen, sandbox, timeout = reasons["generation_error"], reasons["crash"], reasons["timeout"]
+    out = {"requested": int(requested), "graded": len(records) - gen - sandbox - timeout,
+           "failed": gen + sandbox + timeout, "generation_error": gen, "sandbox_error": sandbox,
+           "grader_timeout": timeout, "overlong": sum(r.get("finish_reason") == "length" for r in records),
+           "no_answer": reasons["no_answer"]}
+    return {key: out[key] for key in DROP_KEYS}
+
+
+def drops_text(drops: Mapping[str, int]) -> str:
+    """One line of :func:`drop_counts` for a command's output."""
+    return (f"{drops['requested']} requested, {drops['graded']} graded, {drops['failed']} failed "
+            f"({drops['generation_error']} generation, {drops['sandbox_error']} sandbox, {drops['grader_timeout']} "
+            f"grader timeout), {drops['overlong']} overlong, {drops['no_answer']} without an answer")
+
+
 def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, template: str, seed: int,
           grader_timeout_s: float, grader_workers: int = 1,
-          loglikelihood: bool = False) -> tuple[list[dict], dict]:
+          loglikelihood: bool = False, progress: bool = False) -> tuple[list[dict], dict]:
     """Grade raw samples; returns (per-sample records, summary of the scores). ``loglikelihood``: the
     responses are letters chosen by log-likelihood (lm-eval), compared with the gold letter."""
     bench = get_benchmark(benchmark)
@@ -141,10 +180,19 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
     if loglikelihood:
         verdicts = grade_letters(problems, texts)
     elif bench.kind == "code":
-        verdicts, extra = grade_code(problems, texts, template, benchmark)
+        from common.progress import Progress
+
+        with Progress(f"{benchmark} code scoring (EvalPlus, one sandbox call)", total=len(problems)) \
+                if progress else nullcontext() as bar:
+            verdicts, extra = grade_code(problems, texts, template, benchmark)
+            if bar:
+                bar.update(len(problems), samples=sum(map(len, texts)))
     else:
         verdicts = grade_samples(problems, texts, rule=bench.grader_rule, timeout_s=grader_timeout_s,
-                                 workers=grader_workers)
+                                 workers=grader_workers, progress=f"{benchmark} grade" if progress else None)
+    # a sample the engine failed to generate is not graded: its (empty) verdict is replaced, never counted right
+    verdicts = [[Verdict(False, None, "generation_error", 0.0) if r.get("finish_reason") == GENERATION_ERROR else v
+                 for r, v in zip(group, vs)] for group, vs in zip(groups, verdicts)]
     records, correct, answers = [], [], []
     for p, group, vs in zip(problems, groups, verdicts):
         correct.append([int(v.correct) for v in vs])
@@ -165,6 +213,7 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
         "maj_at_k": maj_at_k(answers, arr, same=_same_answer(bench, grader_timeout_s)),
         "problem_ids": [p.id for p in problems],
         "per_problem_correct": arr.tolist(), "reasons": dict(sorted(reasons.items())),
+        "drops": drop_counts(records, len(problems) * k),
         "grader_version": GRADER_VERSION, "template": template,
         "mean_response_tokens": float(np.mean([r.get("tokens", 0) for r in records])) if records else 0.0,
         **extra,

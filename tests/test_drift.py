@@ -99,7 +99,8 @@ def test_the_rule_check_fails_when_a_key_is_dropped(rule, key):
 
 
 # ---- one copy of each stage contract, and every reason a scorer emits is in it ------------------------------
-CONTRACTS = ("PHASES", "REASONS", "FAILURE_REASONS", "CODE_ONLY_REASONS", "SUMMARY_KEYS")
+CONTRACTS = ("PHASES", "REASONS", "FAILURE_REASONS", "CODE_ONLY_REASONS", "UNGRADED_REASONS", "SUMMARY_KEYS",
+             "DROP_KEYS")
 
 
 def contract_copies(mods: dict[str, Path]) -> list[str]:
@@ -187,7 +188,8 @@ def stale_card_names(text: str) -> list[str]:
              "terms_knobs": {k for p in PRESETS.values() for k in p.terms_knobs},
              "critic": {k for p in PRESETS.values() for k in p.critic},
              "token_weights": set(TOKEN_WEIGHTS), "token_advantage": set(TOKEN_ADVANTAGES),
-             "preset": {f.name for f in fields(Preset)}}
+             "preset": {f.name for f in fields(Preset)}
+             | {n for n, v in vars(Preset).items() if isinstance(v, property)}}
 
     def is_test_file(ref: str) -> bool:
         return any(t == ref or t.endswith("/" + ref) for t in tests)

@@ -145,6 +145,65 @@ def test_every_project_import_names_a_module_or_an_attribute_of_one():
     assert not missing, "\n".join(missing)
 
 
+def private_crossings(mods: dict[str, Path] | None = None) -> list[str]:
+    """``importer -> module._name`` for every private name (one underscore) that one project module takes from
+    another, by ``from m import _x`` or by attribute (``m._x``, ``import m as a; a._x``): a name used across a
+    module boundary is part of that module's interface and is spelt public."""
+    mods = project_modules() if mods is None else mods
+    out = set()
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                module = _resolve(name, path, node)
+                for a in node.names:
+                    if f"{module}.{a.name}" in mods:
+                        aliases[a.asname or a.name] = f"{module}.{a.name}"
+                    elif module in mods and module != name and re.match(r"_(?!_)", a.name):
+                        out.add(f"{name} -> {module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname or a.name: a.name for a in node.names if a.name in mods})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and re.match(r"_(?!_)", node.attr):
+                owner = ast.unparse(node.value)
+                owner = aliases.get(owner, owner)
+                if owner in mods and owner != name:
+                    out.add(f"{name} -> {owner}.{node.attr}")
+    return sorted(out)
+
+
+def test_no_private_name_crosses_modules():
+    assert not private_crossings(), "make these public or keep them inside:\n" + "\n".join(private_crossings())
+
+
+def _fake_common(tmp_path: Path, **modules: str) -> dict[str, Path]:
+    """A package ``common`` under ``tmp_path`` with the given modules' sources; module name -> path."""
+    pkg = tmp_path / "common"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for stem, src in modules.items():
+        (pkg / f"{stem}.py").write_text(src)
+    return {"common": pkg / "__init__.py", **{f"common.{n}": pkg / f"{n}.py" for n in modules}}
+
+
+def test_the_private_name_rule_catches_both_spellings(tmp_path):
+    mods = _fake_common(tmp_path, a="_x = 1\n__all__ = []\n", b="from common.a import _x, __all__\n",
+                        c="import common.a as m\nfrom common import a\nm._x, a._y, a.__all__\n")
+    assert private_crossings(mods) == ["common.b -> common.a._x", "common.c -> common.a._x", "common.c -> common.a._y"]
+
+
+TOP_LEVEL_MAX = {"evaluation": 12}
+
+
+def test_package_top_levels_stay_small():
+    """``evaluation/`` shows its architecture: its parts are packages (grading, code, report, generation,
+    checks), at most 12 modules beside them."""
+    for pkg, limit in TOP_LEVEL_MAX.items():
+        top = sorted(p.name for p in (REPO / pkg).glob("*.py") if p.name != "__init__.py")
+        assert len(top) <= limit, f"{pkg}/ has {len(top)} modules > {limit}: {top}"
+
+
 def test_no_import_cycles():
     assert not cycles(import_edges()), cycles(import_edges())
 
@@ -167,7 +226,7 @@ def test_modules_are_small():
 
 @pytest.mark.parametrize("modules", [
     "common.config, common.io, common.manifest, common.records, common.runtime",
-    "evaluation.grading, evaluation.evaluate, evaluation.code_eval, evaluation.report, evaluation.benchmarks",
+    "evaluation.grading, evaluation.evaluate, evaluation.code.score, evaluation.report, evaluation.benchmarks",
     "evaluation.scoring, evaluation.driver, evaluation.real_eval, evaluation.harness",
 ])
 def test_torch_and_sympy_free_imports(modules):
@@ -178,12 +237,9 @@ def test_torch_and_sympy_free_imports(modules):
 
 def test_import_scanner_sees_hidden_imports(tmp_path, monkeypatch):
     """The scanner is only as good as what it counts: a deferred import, a by-name import and a ``-m`` job."""
-    pkg = tmp_path / "common"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("def f():\n    import importlib\n    return importlib.import_module('common.b')\n")
-    (pkg / "b.py").write_text("import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'common.c'])\n")
-    (pkg / "c.py").write_text("def g():\n    from common import a\n")
+    _fake_common(tmp_path, a="def f():\n    import importlib\n    return importlib.import_module('common.b')\n",
+                 b="import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'common.c'])\n",
+                 c="def g():\n    from common import a\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGES", ("common",))
     edges = import_edges()
@@ -214,3 +270,12 @@ def test_readme_is_short():
     """At most 180 lines: measurement logs belong in results/MEASUREMENTS.md."""
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 180, f"README.md has {len(lines)} lines > 180; move detail to results/MEASUREMENTS.md"
+
+
+def test_the_native_loop_reads_as_one_loop():
+    """``training.rl.train`` stays one readable loop (issue 37: about 110 lines), resume, the critic's wiring and
+    the update's micro-batching living beside it (``checkpoint.open_run``, ``critic.make_critic``,
+    ``phases.update_policy``)."""
+    tree = ast.parse((REPO / "training" / "rl.py").read_text(encoding="utf-8"))
+    train = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train")
+    assert train.end_lineno - train.lineno + 1 <= 110, train.end_lineno - train.lineno + 1

@@ -10,9 +10,9 @@ Importing this package does not import torch: the backends are loaded by ``make_
 
 from __future__ import annotations
 
-from evaluation.generation.types import Backend, BackendUnavailable, Completion, SamplingParams
+from evaluation.generation.types import Backend, BackendUnavailable, Completion, SamplingParams, engine_record
 
-__all__ = ["Backend", "BackendUnavailable", "Completion", "SamplingParams", "make_backend"]
+__all__ = ["Backend", "BackendUnavailable", "Completion", "SamplingParams", "engine_record", "make_backend"]
 
 
 def make_backend(name: str, model_dir: str, *, seed: int, device: str = "cpu", batch_size: int = 32) -> Backend:
@@ -24,5 +24,5 @@ def make_backend(name: str, model_dir: str, *, seed: int, device: str = "cpu", b
     if name == "vllm":
         from evaluation.generation.vllm import VLLMBackend
 
-        return VLLMBackend(model_dir, seed=seed)
+        return VLLMBackend(model_dir, seed=seed, batch_size=batch_size)
     raise ValueError(f"unknown generation backend {name!r}; valid: ['hf', 'vllm']")

@@ -21,8 +21,10 @@ class SamplingParams:
 class Completion:
     text: str
     token_ids: tuple[int, ...]
-    finish_reason: str  # "stop" (eos) or "length"
+    finish_reason: str  # "stop" (eos or a stop string), "length" (max_new_tokens), "error" (not generated)
     latency_s: float
+    error: str = ""
+    """Why the engine could not generate it (``finish_reason`` "error"; ``evaluation.driver.generate_guarded``)."""
 
 
 def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
@@ -34,8 +36,18 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
     return text[:at], which
 
 
+def engine_record(engine: str, version: str, dtype: str, tensor_parallel_size: int, batch_size: int | None) -> dict:
+    """A generation engine's identity in every results record (scores move with engine, version, dtype and
+    tensor-parallel size alone); the report refuses to compare rows whose identities differ."""
+    return {"engine": engine, "version": version, "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
+            "batch_size": batch_size}
+
+
 class Backend(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0,
+                 seeds: list[int] | None = None) -> list[list[Completion]]: ...
+
+    def identity(self) -> dict: ...
 
 
 class BackendUnavailable(RuntimeError):

@@ -19,19 +19,19 @@ from evaluation.grading.forms import (
     ratios_equal,
 )
 from evaluation.grading.normalize import (
-    _BASE_RE,
-    _CHOICE_RE,
-    _INT_RE,
-    _LABEL,
-    _bare,
-    _depth_ok,
-    _key,
-    _Norm,
-    _normalize,
-    _numbers_equal,
-    _simple_number,
+    BASE_RE,
+    CHOICE_RE,
+    INT_RE,
+    LABEL,
+    Norm,
+    compare_key,
+    depth_ok,
+    drop_lhs,
+    normalize_answer,
+    numbers_equal,
+    simple_number,
 )
-from evaluation.grading.scalar import _ParseError, _scalar_equal, _to_sympy
+from evaluation.grading.scalar import ParseError, scalar_equal, to_sympy
 
 log = logging.getLogger(__name__)
 
@@ -64,26 +64,27 @@ def _amc_reduce(pred: str, gold: str) -> tuple[str | None, str, str]:
     return ("correct", pred, gold) if pc[1] is None else (None, pc[1], value)
 
 
-def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
+def fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
     """``correct``/``wrong``/``parse_error`` when decidable without sympy, else None."""
     decided, pred, gold = _amc_reduce(pred, gold)
     if decided is not None:
         return decided
-    pn, gn = _normalize(pred), _normalize(gold)
+    pn, gn = normalize_answer(pred), normalize_answer(gold)
     if not pn.text:
         return "no_answer" if not pred.strip() else "parse_error"
     gc = clock(gold)
     if gc is not None:  # clock times compare as times, never as ratios
-        pc = clock(_bare(pred.strip()))
+        pc = clock(drop_lhs(pred.strip()))
         return "correct" if pc is not None and clocks_equal(pc, gc) else "wrong"
-    p_num, g_num = _simple_number(pn.text), _simple_number(gn.text)
+    p_num, g_num = simple_number(pn.text), simple_number(gn.text)
     if g_num is None or p_num is None:
-        p_bare, g_bare = _bare(pn.text), _bare(gn.text)
-        if _key(pn.text) == _key(gn.text) and pn.pct == gn.pct:
+        p_bare, g_bare = drop_lhs(pn.text), drop_lhs(gn.text)
+        if compare_key(pn.text) == compare_key(gn.text) and pn.pct == gn.pct:
             return "correct"
-        if _key(p_bare) == _key(g_bare) and pn.pct == gn.pct and (p_bare != pn.text) != (g_bare != gn.text):
+        one_sided = (p_bare != pn.text) != (g_bare != gn.text)
+        if compare_key(p_bare) == compare_key(g_bare) and pn.pct == gn.pct and one_sided:
             return "correct"  # "x = 5" vs "5"
-        p_num, g_num = _simple_number(p_bare), _simple_number(g_bare)
+        p_num, g_num = simple_number(p_bare), simple_number(g_bare)
         verdict = _ratio_verdict(ratio(p_bare), ratio(g_bare), p_num, g_num)
         if verdict is not None:
             return verdict
@@ -94,7 +95,7 @@ def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
         aime_gold = dataset == "aime" and g_num.value.denominator == 1
         if aime_gold and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
             return "wrong"
-        return "correct" if _numbers_equal(p_num, pn, g_num, gn, bare_percent_gold=dataset == "gsm8k") else "wrong"
+        return "correct" if numbers_equal(p_num, pn, g_num, gn) else "wrong"
     if gn.is_text or pn.is_text:
         if gn.is_text and pn.is_text:
             a = re.sub(r"^(?:the|a|an) ", "", pn.text.lower()).strip()
@@ -102,17 +103,17 @@ def _fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
             return "correct" if a == b else "wrong"
         if gn.is_text:
             return "wrong"
-    gc = _CHOICE_RE.match(gn.text)
-    if gc and ("(" in gn.text or "\\text" in gold or len(gn.text) == 1 and not _INT_RE.match(pn.text)):
-        pc = _CHOICE_RE.match(pn.text) or re.match(r"^\(([A-E])\)", pn.text)
+    gc = CHOICE_RE.match(gn.text)
+    if gc and ("(" in gn.text or "\\text" in gold or len(gn.text) == 1 and not INT_RE.match(pn.text)):
+        pc = CHOICE_RE.match(pn.text) or re.match(r"^\(([A-E])\)", pn.text)
         return "correct" if pc and pc.group(1) == gc.group(1) else "wrong"
-    gb = _BASE_RE.match(gn.text)
-    if gb and not _INT_RE.match(gn.text):
-        pb = _BASE_RE.match(pn.text)
+    gb = BASE_RE.match(gn.text)
+    if gb and not INT_RE.match(gn.text):
+        pb = BASE_RE.match(pn.text)
         digits = pb.group(1) if pb else pn.text
         base_ok = pb is None or pb.group(2) == gb.group(2)
         return "correct" if base_ok and digits.upper() == gb.group(1).upper() else "wrong"
-    if not _depth_ok(pn.text) or not _depth_ok(gn.text):
+    if not depth_ok(pn.text) or not depth_ok(gn.text):
         return "parse_error"
     return None
 
@@ -185,7 +186,7 @@ def _expand_pm(elems: Sequence[str]) -> tuple[str, ...]:
 
 def _single_lhs(st: tuple[Any, ...]) -> bool:
     """An equation whose left side is one variable (``x = ...``)."""
-    return st[0] == "eq" and re.fullmatch(_LABEL, st[1].strip()) is not None
+    return st[0] == "eq" and re.fullmatch(LABEL, st[1].strip()) is not None
 
 
 def _structure(s: str) -> tuple[Any, ...]:
@@ -236,7 +237,7 @@ def _solve_ineq(st: tuple[Any, ...]) -> tuple[Any, ...]:
     if st[0] != "ineq" or len(st[2]) != 3:
         return ("scalar", st[1]) if st[0] == "ineq" else st
     a, op, b = st[2]
-    lhs, rhs = _to_sympy(a.strip()), _to_sympy(b.strip())
+    lhs, rhs = to_sympy(a.strip()), to_sympy(b.strip())
     syms = (lhs - rhs).free_symbols
     if len(syms) != 1:
         return ("scalar", st[1])
@@ -275,8 +276,8 @@ def _eq_equal(p: tuple[Any, ...], g: tuple[Any, ...]) -> bool:
     """``l1 = r1`` equals ``l2 = r2`` when the differences are proportional by a nonzero constant."""
     import sympy
 
-    d1 = _to_sympy(p[1]) - _to_sympy(p[2])
-    d2 = _to_sympy(g[1]) - _to_sympy(g[2])
+    d1 = to_sympy(p[1]) - to_sympy(p[2])
+    d2 = to_sympy(g[1]) - to_sympy(g[2])
     if d2 == 0:
         return d1 == 0
     ratio = sympy.cancel(d1 / d2)  # rational functions: canonical, and far cheaper than simplify
@@ -297,7 +298,7 @@ def _labels(items: Sequence[str]) -> dict[str, str] | None:
     return out if len(out) == len(items) else None
 
 
-def _multiset_equal(ps: Sequence[str], gs: Sequence[str], pn: _Norm, gn: _Norm) -> bool:
+def _multiset_equal(ps: Sequence[str], gs: Sequence[str], pn: Norm, gn: Norm) -> bool:
     if len(ps) != len(gs):
         return False
     pl, gl = _labels(ps), _labels(gs)
@@ -314,19 +315,19 @@ def _multiset_equal(ps: Sequence[str], gs: Sequence[str], pn: _Norm, gn: _Norm) 
     return True
 
 
-def _elem_equal(p: str, g: str, pn: _Norm, gn: _Norm) -> bool:
+def _elem_equal(p: str, g: str, pn: Norm, gn: Norm) -> bool:
     """Equivalence of two elements (each normalised again, structure-aware)."""
-    pe, ge = _normalize(p), _normalize(g)
-    pn2 = _Norm(pe.text, pe.pct or pn.pct, pe.deg or pn.deg, pe.is_text)
-    gn2 = _Norm(ge.text, ge.pct or gn.pct, ge.deg or gn.deg, ge.is_text)
-    if _key(pe.text) == _key(ge.text):
+    pe, ge = normalize_answer(p), normalize_answer(g)
+    pn2 = Norm(pe.text, pe.pct or pn.pct, pe.deg or pn.deg, pe.is_text)
+    gn2 = Norm(ge.text, ge.pct or gn.pct, ge.deg or gn.deg, ge.is_text)
+    if compare_key(pe.text) == compare_key(ge.text):
         return True
     if ge.is_text or pe.is_text:
         return pe.text.lower() == ge.text.lower()
     return _struct_equal(_structure(pe.text), _structure(ge.text), pn2, gn2)
 
 
-def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm) -> bool:
+def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: Norm, gn: Norm) -> bool:
     ps, gs = _solve_ineq(ps), _solve_ineq(gs)
     kind = gs[0]
     if kind != "eq" and _single_lhs(ps):
@@ -346,12 +347,12 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
             return all(_elem_equal(p, gs[1], pn, gn) for p in ps[1])
         if ps[0] != "scalar":
             return False
-        a, b = _simple_number(ps[1]), _simple_number(gs[1])
+        a, b = simple_number(ps[1]), simple_number(gs[1])
         if a is not None and b is not None:
-            return _numbers_equal(a, pn, b, gn)
+            return numbers_equal(a, pn, b, gn)
         if pn.pct and not gn.pct:
-            return _scalar_equal(f"({ps[1]})/100", gs[1])
-        return _scalar_equal(ps[1], gs[1], pn.deg, gn.deg)
+            return scalar_equal(f"({ps[1]})/100", gs[1])
+        return scalar_equal(ps[1], gs[1], pn.deg, gn.deg)
     if kind in ("list", "set"):
         if kind == "list" and ps[0] == "bracket" and ps[1] == "(" and _labels(gs[1]) is not None:
             return len(ps[3]) == len(gs[1]) and all(
@@ -396,21 +397,21 @@ def _struct_equal(ps: tuple[Any, ...], gs: tuple[Any, ...], pn: _Norm, gn: _Norm
     return False
 
 
-def _slow_verdict(pred: str, gold: str, dataset: str | None) -> str:
+def slow_verdict(pred: str, gold: str, dataset: str | None) -> str:
     """Full structural + sympy comparison; runs in the worker process."""
     decided, pred, gold = _amc_reduce(pred, gold)
     if decided is not None:
         return decided
-    pn, gn = _normalize(pred), _normalize(gold)
+    pn, gn = normalize_answer(pred), normalize_answer(gold)
     try:
         ok = _struct_equal(_structure(pn.text), _structure(gn.text), pn, gn)
-    except (_ParseError, RecursionError, MemoryError):
+    except (ParseError, RecursionError, MemoryError):
         return "parse_error"
     except Exception:  # sympy raises TypeError/ValueError/... on odd input
         log.debug("sympy comparison failed", exc_info=True)
         return "parse_error"
-    if ok and dataset == "aime" and _INT_RE.match(gn.text):
-        num = _simple_number(pn.text)
+    if ok and dataset == "aime" and INT_RE.match(gn.text):
+        num = simple_number(pn.text)
         if num is not None and (num.value.denominator != 1 or not 0 <= num.value <= 999):
             return "wrong"
     return "correct" if ok else "wrong"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from evaluation.grading.normalize import _Num, _simple_number
+from evaluation.grading.normalize import Num, simple_number
 
 _CLOCK_RE = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?(?:([ap])\.?m\.?)?$")
 _RATIO_RE = re.compile(r"^[+-]?\d+(?:\.\d+)?(?:\s*:\s*[+-]?\d+(?:\.\d+)?)+$")
@@ -54,17 +54,17 @@ def ratios_equal(p: list[Fraction], g: list[Fraction]) -> bool:
     return all(pi * g[0] == gi * p[0] for pi, gi in zip(p, g))
 
 
-def decimal_comma(s: str) -> _Num | None:
+def decimal_comma(s: str) -> Num | None:
     """``3,5`` read as 3.5 (a decimal comma; three digits after the comma are a thousands group, except
     after a lone 0: ``0,125``)."""
     m = _DEC_COMMA_RE.match(s)
-    return _simple_number(f"{m.group(1) or m.group(3)}.{m.group(2) or m.group(4)}") if m else None
+    return simple_number(f"{m.group(1) or m.group(3)}.{m.group(2) or m.group(4)}") if m else None
 
 
-def number_with_unit(s: str) -> _Num | None:
+def number_with_unit(s: str) -> Num | None:
     """``5 m``, ``12 km/h``, ``3 cm^2``: the number, when what follows it is a unit symbol."""
     m = _NUM_UNIT_RE.match(s)
-    return _simple_number(m.group(1)) if m else None
+    return simple_number(m.group(1)) if m else None
 
 
 _AMC_GOLD_RE = re.compile(  # a choice letter, then its value

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from evaluation.grading.extract import _match_brace
+from evaluation.grading.extract import match_brace
 
-_MAX_LEN = 2000
+MAX_LEN = 2000
 _MAX_DEPTH = 60
 
 _TEXT_CMDS_RE = re.compile(
@@ -51,14 +51,33 @@ _VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
 _NAME = r"[A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,4}\}?)?"  # S, AB, S_{ABC}
 # a label on the left of "=": a variable, a tuple of variables, a named ratio (``S_{ABC}:S``), a segment, an
 # angle, a length ``|PQ|``/``|\vec{v}|`` or a ratio of segments ``\frac{AM}{MB}`` (uppercase names only)
-_LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|{_NAME}(?:\s*:\s*{_NAME})+|[A-Z]{{2,3}}"
+LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|{_NAME}(?:\s*:\s*{_NAME})+|[A-Z]{{2,3}}"
           rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*\(\s*[a-zA-Z0-9]\s*\)"
           rf"|\|\s*(?:\\(?:vec|overrightarrow|overline)\s*\{{\s*[A-Za-z]{{1,3}}\s*\}}|{_NAME})\s*\|"
           rf"|\\frac\{{\s*[A-Z]{{1,3}}\s*\}}\{{\s*[A-Z]{{1,3}}\s*\}})")
-_ASSIGN_RE = re.compile(rf"^{_LABEL}\s*=\s*")
+_ASSIGN_RE = re.compile(rf"^{LABEL}\s*=\s*")
 _IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
-_CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
-_BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
+CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
+BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
+
+
+# a big operator or an elided series: an equation side holding one restates the question
+_RESTATED_RE = re.compile(r"\\(?:sum|prod|int|lim|cdots|ldots|dots)(?![a-zA-Z])|\.\.\.")
+
+
+def drop_restated_side(s: str) -> str:
+    """``\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}`` -> ``\\frac{n(n+1)}{2}``: when the left side of a one-``=``
+    equation is a sum (a big operator or an elided series ``a_1 + \\cdots + a_n``) and the right side is
+    not, the left restates what was asked and the right is the answer (as a label, but one no parser reads)."""
+    depth, eqs = 0, []
+    for i, c in enumerate(s):  # "=" outside braces: \sum_{k=1}^{n} holds one of its own
+        depth += (c == "{") - (c == "}")
+        if c == "=" and depth == 0:
+            eqs.append(i)
+    if len(eqs) != 1 or s[eqs[0] - 1 : eqs[0]] in ("<", ">", "!", ":"):
+        return s
+    left, right = s[: eqs[0]], s[eqs[0] + 1 :].strip()
+    return right if right and _RESTATED_RE.search(left) and not _RESTATED_RE.search(right) else s
 
 
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
@@ -112,7 +131,7 @@ def _replace_text_groups(s: str) -> tuple[str, bool]:
         m = _TEXT_CMDS_RE.search(s)
         if not m:
             return s, deg
-        k = _match_brace(s, m.end() - 1)
+        k = match_brace(s, m.end() - 1)
         if k < 0:
             return s, deg
         inner, before, after = s[m.end() : k].strip(), s[: m.start()], s[k + 1 :]
@@ -131,7 +150,7 @@ def _replace_text_groups(s: str) -> tuple[str, bool]:
 
 
 @dataclass(frozen=True)
-class _Norm:
+class Norm:
     """A normalised answer."""
 
     text: str  # normalised LaTeX-ish string
@@ -186,13 +205,13 @@ def _fix_shorthands(s: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _normalize(raw: str) -> _Norm:
+def normalize_answer(raw: str) -> Norm:
     """Normalise an answer string (pure, cached; longer than the cap: returned as is, a parse error later)."""
-    if len(raw) > _MAX_LEN:
-        return _Norm(text=raw, pct=False, deg=False, is_text=False)
+    if len(raw) > MAX_LEN:
+        return Norm(text=raw, pct=False, deg=False, is_text=False)
     plain = raw.strip()
     if _PLAIN_RE.fullmatch(plain):  # fast lane: 42, -3.5, 1,000
-        return _Norm(text=plain.replace(",", ""), pct=False, deg=False, is_text=False)
+        return Norm(text=plain.replace(",", ""), pct=False, deg=False, is_text=False)
     s = _strip_delims(raw)
     if s.endswith("\\") and not s.endswith("\\\\"):
         s = s[:-1].rstrip()  # a control space ``\ `` whose space the extraction trimmed: ``5\``
@@ -254,7 +273,7 @@ def _normalize(raw: str) -> _Norm:
         if m:
             s = f"{m.group(1)}e{m.group(2)}"
     s = s.strip()
-    return _Norm(text=s, pct=pct, deg=deg, is_text=is_text)
+    return Norm(text=s, pct=pct, deg=deg, is_text=is_text)
 
 
 _UNICODE = (("∞", "\\infty "), ("π", "\\pi "), ("√", "\\sqrt"), ("−", "-"), ("–", "-"), ("≤", "\\le "),
@@ -290,22 +309,22 @@ def _strip_braces(s: str) -> str:
     s = s.rstrip()
     while s.endswith("\\\\"):
         s = s[:-2].rstrip()
-    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _match_brace(s, 0) == len(s) - 1:
+    while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and match_brace(s, 0) == len(s) - 1:
         s = s[1:-1].strip()
     return s
 
 
-def _bare(s: str) -> str:
+def drop_lhs(s: str) -> str:
     """``s`` without a single-variable left-hand side (``x = 5`` -> ``5``)."""
     return _ASSIGN_RE.sub("", s, count=1) if s.count("=") == 1 else s
 
 
-def _key(s: str) -> str:
+def compare_key(s: str) -> str:
     """Whitespace-free comparison key; braces around one character dropped (``x^{2}`` = ``x^2``)."""
     return _ONE_CHAR_GROUP_RE.sub(r"\1", "".join(s.split()))
 
 
-_INT_RE = re.compile(r"^[+-]?\d+$")
+INT_RE = re.compile(r"^[+-]?\d+$")
 _DEC_RE = re.compile(r"^([+-]?)(\d*)\.(\d+)$|^([+-]?)(\d+)\.$")
 _SLASH_RE = re.compile(r"^([+-]?\d+)\s*/\s*([+-]?\d+)$")
 _FRAC_RE = re.compile(r"^([+-]?)\\frac\{\s*([+-]?\d+)\s*\}\{\s*([+-]?\d+)\s*\}$")
@@ -314,18 +333,18 @@ _SCI_RE = re.compile(r"^([+-]?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)$")
 
 
 @dataclass(frozen=True)
-class _Num:
+class Num:
     value: Fraction
     quantum: Fraction | None  # last decimal place of a decimal literal; None = exact
 
 
 @lru_cache(maxsize=65536)
-def _simple_number(s: str) -> _Num | None:
+def simple_number(s: str) -> Num | None:
     """Parse a plain integer/decimal/fraction/mixed number/scientific literal exactly."""
     if len(s) > 400:
         return None
-    if _INT_RE.match(s):
-        return _Num(Fraction(int(s)), None)
+    if INT_RE.match(s):
+        return Num(Fraction(int(s)), None)
     m = _DEC_RE.match(s)
     if m:
         if m.group(3) is not None:
@@ -334,48 +353,48 @@ def _simple_number(s: str) -> _Num | None:
             sign, ip, fp = m.group(4), m.group(5), ""
         v = Fraction(int(ip + fp or "0"), 10 ** len(fp))
         exact = not fp or not fp.strip("0")  # "27.0" is a float-serialised integer: exact
-        return _Num(-v if sign == "-" else v, None if exact else Fraction(1, 10 ** len(fp)))
+        return Num(-v if sign == "-" else v, None if exact else Fraction(1, 10 ** len(fp)))
     m = _SLASH_RE.match(s)
     if m and int(m.group(2)) != 0:
-        return _Num(Fraction(int(m.group(1)), int(m.group(2))), None)
+        return Num(Fraction(int(m.group(1)), int(m.group(2))), None)
     m = _FRAC_RE.match(s)
     if m and int(m.group(3)) != 0:
         v = Fraction(int(m.group(2)), int(m.group(3)))
-        return _Num(-v if m.group(1) == "-" else v, None)
+        return Num(-v if m.group(1) == "-" else v, None)
     m = _MIXED_RE.match(s)
     if m and int(m.group(4)) != 0:
         v = int(m.group(2)) + Fraction(int(m.group(3)), int(m.group(4)))
-        return _Num(-v if m.group(1) == "-" else v, None)
+        return Num(-v if m.group(1) == "-" else v, None)
     m = _SCI_RE.match(s)
     if m and abs(int(m.group(4))) <= 400:
         fp = m.group(3) or ""
         e = int(m.group(4)) - len(fp)
         v = Fraction(int(m.group(2) + fp)) * (Fraction(10) ** e)
-        return _Num(-v if m.group(1) == "-" else v, (Fraction(10) ** e) if fp else None)
+        return Num(-v if m.group(1) == "-" else v, (Fraction(10) ** e) if fp else None)
     return None
 
 
-def _num_match(p: Fraction, g: _Num) -> bool:
+def _num_match(p: Fraction, g: Num) -> bool:
     if g.quantum is None:
         return p == g.value
     return abs(p - g.value) <= g.quantum / 2
 
 
-def _numbers_equal(p: _Num, pn: _Norm, g: _Num, gn: _Norm, *, bare_percent_gold: bool = False) -> bool:
+def numbers_equal(p: Num, pn: Norm, g: Num, gn: Norm) -> bool:
     """Compare plain numbers with the percent and decimal-gold rules.
 
-    A ``%`` on the prediction only divides it by 100 (``25\\%`` is 0.25, so it matches 0.25 and not 25);
-    against a percent gold a bare number reads as that many percent (``10`` matches ``10\\%``, ``0.1`` not).
-    ``bare_percent_gold`` (GSM8K, which stores the answer to "what percent" bare: ``#### 40``): a ``%`` on
-    the prediction may also name the gold itself (``40%`` matches ``40``).
+    Against a bare gold a ``%`` on the prediction names either the gold itself (the unit a "what percent"
+    question asks for, which MATH and GSM8K store bare: ``40%`` matches ``40``) or its hundredth (``25\\%``
+    matches 0.25); against a percent gold a bare number reads as that many percent (``10`` matches
+    ``10\\%``, ``0.1`` not).
     """
     if pn.pct and not gn.pct:
-        return _num_match(p.value / 100, g) or (bare_percent_gold and _num_match(p.value, g))
+        return _num_match(p.value / 100, g) or _num_match(p.value, g)
     return _num_match(p.value, g)
 
 
-def _depth_ok(s: str) -> bool:
-    if len(s) > _MAX_LEN:
+def depth_ok(s: str) -> bool:
+    if len(s) > MAX_LEN:
         return False
     depth = best = 0
     for c in s:

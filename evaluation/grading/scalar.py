@@ -13,30 +13,30 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from evaluation.grading.normalize import _depth_ok, _simple_number
+from evaluation.grading.normalize import depth_ok, simple_number
 
 
-class _ParseError(Exception):
+class ParseError(Exception):
     pass
 
 
 @lru_cache(maxsize=8192)
-def _to_sympy(s: str) -> Any:
+def to_sympy(s: str) -> Any:
     """Parse a normalised scalar into sympy (floats made exact rationals, ``i`` the unit)."""
     import sympy
     from latex2sympy2_extended import latex2sympy
 
-    if not s or not _depth_ok(s):
-        raise _ParseError(s)
-    num = _simple_number(s)
+    if not s or not depth_ok(s):
+        raise ParseError(s)
+    num = simple_number(s)
     if num is not None:
         return sympy.Rational(num.value.numerator, num.value.denominator)
     try:
         expr = latex2sympy(s, normalization_config=None)
     except Exception as exc:  # antlr/sympy raise many kinds
-        raise _ParseError(s) from exc
+        raise ParseError(s) from exc
     if not isinstance(expr, sympy.Basic) or isinstance(expr, (sympy.Set, sympy.MatrixBase)):
-        raise _ParseError(s)
+        raise ParseError(s)
     reps = {}
     for sym in expr.free_symbols:
         if sym.name == "i":
@@ -50,7 +50,7 @@ def _to_sympy(s: str) -> Any:
 
 
 def _decimal_quantum(s: str) -> Fraction | None:
-    num = _simple_number(s.strip())
+    num = simple_number(s.strip())
     return num.quantum if num is not None else None
 
 
@@ -119,13 +119,13 @@ def _confirm_digits(expr: Any) -> int:
     return max(120, min(2 * size + 60, 20_000))
 
 
-def _scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bool:
+def scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bool:
     """Sympy equivalence of two normalised scalars (gold second)."""
     import sympy
 
     gq = _decimal_quantum(g)
-    a = _to_sympy(p)
-    b = _to_sympy(g)
+    a = to_sympy(p)
+    b = to_sympy(g)
     if (deg_g and not deg_p and a.has(sympy.pi)) or (deg_p and not deg_g and b.has(sympy.pi)):
         return False  # an angle in the other unit: the requested unit counts
     if a == b:

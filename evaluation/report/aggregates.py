@@ -21,8 +21,8 @@ from scipy.stats import trim_mean
 
 from evaluation.report.load import AVG, ReportOptions, Results, main_benchmarks, order_benchmarks, sort_methods
 from evaluation.report.render import Column, Table
-from evaluation.report.stats import _final_records
-from evaluation.report.tables import _label
+from evaluation.report.stats import final_records
+from evaluation.report.tables import method_label
 
 CHUNK = 250  # bootstrap replicates per vectorised block
 
@@ -31,7 +31,7 @@ def _run_scores(res: Results, opts: ReportOptions) -> dict[str, np.ndarray]:
     """method -> [runs, problems] per-problem accuracy (%) on the main benchmarks' problems common to its runs."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
     out = {}
-    for method, by_seed in _final_records(res).items():
+    for method, by_seed in final_records(res).items():
         seeds = sorted(s for s in by_seed if all(b in by_seed[s] for b in benches))
         if not seeds:
             continue
@@ -82,7 +82,7 @@ def rliable_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     for method in sort_methods(set(scores)):
         x = scores[method]
         lo, hi = _interval(iqm, [x], opts)
-        row = {"method": method, "label": _label(method), "runs": x.shape[0], "problems": x.shape[1],
+        row = {"method": method, "label": method_label(method), "runs": x.shape[0], "problems": x.shape[1],
                "iqm": iqm(x), "iqm_ci_lo": lo, "iqm_ci_hi": hi, "poi": math.nan, "poi_ci_lo": math.nan,
                "poi_ci_hi": math.nan}
         if base is not None and method != opts.baseline and base.shape[1] == x.shape[1]:
@@ -96,14 +96,14 @@ def rliable_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     cols = (
         Column("Method", "label", kind="str", align="l"),
         Column("IQM (%)", "iqm", lo="iqm_ci_lo", hi="iqm_ci_hi"),
-        Column(f"P(X > {_label(opts.baseline)}) (%)", "poi", lo="poi_ci_lo", hi="poi_ci_hi"),
+        Column(f"P(X > {method_label(opts.baseline)}) (%)", "poi", lo="poi_ci_lo", hi="poi_ci_hi"),
         Column("runs", "runs", kind="int"),
         Column("problems", "problems", kind="int"),
     )
     level = f"{100 * (1 - opts.alpha):.0f}%"
     caption = (
         f"rliable aggregates ({AVG} problems pooled, final checkpoints): interquartile mean of the run × problem "
-        f"accuracies and probability of improvement over {_label(opts.baseline)}, each with a {level} "
+        f"accuracies and probability of improvement over {method_label(opts.baseline)}, each with a {level} "
         f"stratified bootstrap over runs ({opts.n_boot} resamples; problems are the strata)"
     )
     note = ("Agarwal et al. 2021 (rliable). P(X > Y) = 50 %: no improvement; its interval excluding 50 is evidence "

@@ -18,6 +18,7 @@ from evaluation.report.load import (
     CODE_ONLY_REASONS,
     FAILURE_REASONS,
     REASONS,
+    UNGRADED_REASONS,
     ReportOptions,
     Results,
     benchmark_kind,
@@ -25,19 +26,20 @@ from evaluation.report.load import (
     order_benchmarks,
     sort_methods,
 )
-from evaluation.report.render import Column, Table, _md_escape
-from evaluation.report.stats import _final_records
-from evaluation.report.tables import _label
+from evaluation.report.render import Column, Table, md_escape
+from evaluation.report.stats import final_records
+from evaluation.report.tables import as_counts, drop_fields, drop_note, method_label
 
 log = logging.getLogger(__name__)
 
 
-def failures_table(res: Results, footer: str) -> Table:
-    """Grader reason counts and rates per method at the final step (all benchmarks and seeds)."""
-    final = _final_records(res)
+def failures_table(res: Results, footer: str, opts: ReportOptions) -> Table:
+    """Grader reason counts and rates per method at the final step (all benchmarks and seeds), with the
+    drop counts (requested, graded, overlong: ``tables.drop_fields``)."""
+    final = final_records(res)
     seen = {r for recs in final.values() for s in recs.values() for rec in s.values() for r in rec.reasons}
     extra = sorted(seen - set(REASONS))
-    reasons = [*(r for r in REASONS if r not in CODE_ONLY_REASONS or r in seen), *extra]
+    reasons = [*(r for r in REASONS if r not in (*CODE_ONLY_REASONS, *UNGRADED_REASONS) or r in seen), *extra]
     rows = []
     for method in sort_methods(set(final)):
         counts = dict.fromkeys(reasons, 0)
@@ -50,21 +52,30 @@ def failures_table(res: Results, footer: str) -> Table:
         total = sum(counts.values())
         if total != expected:
             log.warning("%s: reason counts sum to %d but n_problems·k = %d", method, total, expected)
-        row: dict[str, Any] = {"method": method, "label": _label(method), "samples": total, **counts}
+        row: dict[str, Any] = {"method": method, "label": method_label(method), "samples": total, **counts}
         for reason in reasons[1:]:
             row[f"{reason}_pct"] = 100 * counts[reason] / total if total else math.nan
         fails = sum(counts[r] for r in FAILURE_REASONS if r in counts)
         row["failure_pct"] = 100 * fails / total if total else math.nan
+        drops = drop_fields([rec for by_bench in final[method].values() for rec in by_bench.values()])
+        row.update({key: drops[key] for key in ("requested", "graded", "failed", "failed_pct", "overlong",
+                                                "overlong_pct")})
         rows.append(row)
     data = pd.DataFrame(rows)
+    if not data.empty:
+        data = as_counts(data)
     cols = [Column("Method", "label", kind="str", align="l"), Column("samples", "samples", kind="int")]
     cols += [Column(r, r, kind="count_pct", pct=None if r == "correct" else f"{r}_pct") for r in reasons]
     cols.append(Column("failure rate (%)", "failure_pct", digits=1, bold="min"))
+    cols += [Column("requested", "requested", kind="int"), Column("graded", "graded", kind="int"),
+             Column("failed", "failed", kind="count_pct", pct="failed_pct"),
+             Column("overlong", "overlong", kind="count_pct", pct="overlong_pct")]
     caption = (
         "Grader verdicts at the final checkpoint, summed over benchmarks and seeds; failure = "
         + " + ".join(r for r in FAILURE_REASONS if r in reasons)
     )
-    return Table("failures", caption, data, tuple(cols), footer)
+    note = drop_note(data, opts) if not data.empty else ""
+    return Table("failures", caption, data, tuple(cols), footer, note=note)
 
 
 def _spread(n: int, cap: int) -> list[int]:
@@ -84,7 +95,7 @@ def _md_cell(text: Any, limit: int = 80) -> str:
     text = " ".join(str(text).split())
     if len(text) > limit:
         text = "…" + text[-(limit - 1) :]
-    return _md_escape(text).replace("`", "'")
+    return md_escape(text).replace("`", "'")
 
 
 def _pick_examples(
@@ -110,7 +121,7 @@ def _pick_examples(
 
 
 def audit_table(res: Results, opts: ReportOptions, footer: str) -> Table | None:
-    """Re-grade the final checkpoint's math samples with Math-Verify (``evaluation.audit.audit``).
+    """Re-grade the final checkpoint's math samples with Math-Verify (``evaluation.checks.audit.audit``).
 
     Per method × math benchmark (seeds pooled): how many verdicts flip, in each direction, with up to
     ``AUDIT_EXAMPLES`` examples in the Markdown. None when there is nothing to audit (no math
@@ -119,7 +130,7 @@ def audit_table(res: Results, opts: ReportOptions, footer: str) -> Table | None:
     if opts.audit_max_samples <= 0:
         return None
     benches = [b for b in order_benchmarks(res.benchmarks, opts.benchmarks) if benchmark_kind(b) == "math"]
-    final = _final_records(res)
+    final = final_records(res)
     jobs: list[tuple[str, str, list[tuple[int, Path]]]] = []
     for method in sort_methods(set(final)):
         for bench in benches:
@@ -136,7 +147,7 @@ def audit_table(res: Results, opts: ReportOptions, footer: str) -> Table | None:
     try:
         import math_verify  # noqa: F401
 
-        from evaluation.audit import audit
+        from evaluation.checks.audit import audit
     except ImportError:
         log.warning("math_verify is not installed; no checker audit table")
         return None
@@ -160,7 +171,7 @@ def audit_table(res: Results, opts: ReportOptions, footer: str) -> Table | None:
         rows.append(
             {
                 "method": method,
-                "label": _label(method),
+                "label": method_label(method),
                 "benchmark": bench,
                 "seeds": len(files),
                 "samples": n,
@@ -178,7 +189,7 @@ def audit_table(res: Results, opts: ReportOptions, footer: str) -> Table | None:
         )
         for direction, e in _pick_examples(result["examples"]):
             examples.append(
-                f"| {_md_escape(_label(method))} | {_md_escape(bench)} | {direction} | `{_md_cell(e['gold'], 30)}` "
+                f"| {md_escape(method_label(method))} | {md_escape(bench)} | {direction} | `{_md_cell(e['gold'], 30)}` "
                 f"| `{_md_cell(e['extracted'], 30)}` | {_md_cell(e['response_tail'])} |"
             )
     data = pd.DataFrame(rows)

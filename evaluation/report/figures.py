@@ -38,13 +38,13 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from common.io import umask_mode  # noqa: E402
 from evaluation.report.load import (  # noqa: E402
     AVG,
-    METHOD_LABELS,
     METHOD_ORDER,
     PHASES,
     START_METHOD,
     Results,
     load_results,
     main_benchmarks,
+    method_label,
     sort_methods,
 )
 from evaluation.report.stats import problem_counts, seed_step_accuracy, wall_clock_at  # noqa: E402
@@ -78,10 +78,6 @@ def _color(method: str, methods: Sequence[str]) -> str:
     others = sorted(m for m in methods if m not in METHOD_ORDER)
     index = known.index(method) if method in known else len(known) + others.index(method)
     return mcolors.to_hex(palette[index % len(palette)])
-
-
-def _label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
 
 
 def save(fig: plt.Figure, stem: Path) -> list[Path]:
@@ -170,7 +166,7 @@ def accuracy_vs_step(res: Results, stem: Path, baseline: str = "dapo") -> list[P
                 if not sub.empty:
                     sub = sub.rolling(window, min_periods=1).mean() if what == "train" else sub
                     _seeds_and_mean(ax, sub.index.to_numpy(), sub, color, marker="o" if what == "eval" else "")
-                ax.set_title(_label(method) if i == 0 else "", fontsize=9, color=color)
+                ax.set_title(method_label(method) if i == 0 else "", fontsize=9, color=color)
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
             axes[-1, j].set_xlabel("step")
         axes[0, 0].set_ylabel(f"eval {AVG} avg@k (%)")
@@ -179,8 +175,9 @@ def accuracy_vs_step(res: Results, stem: Path, baseline: str = "dapo") -> list[P
             axes[1, 0].set_ylabel(f"training accuracy (%){smooth}")
         handles = [plt.Line2D([], [], color="0.2", linewidth=1.8, marker="o", markersize=3, label="seed mean"),
                    plt.Line2D([], [], color="0.2", linewidth=0.8, alpha=0.35, label="one seed"),
-                   plt.Line2D([], [], color="0.55", linewidth=1.2, linestyle=":", label=f"{_label(baseline)} mean"),
-                   plt.Line2D([], [], color="0.4", linewidth=1, linestyle="--", label=f"{_label(START_METHOD)}")]
+                   plt.Line2D([], [], color="0.55", linewidth=1.2, linestyle=":",
+                              label=f"{method_label(baseline)} mean"),
+                   plt.Line2D([], [], color="0.4", linewidth=1, linestyle="--", label=f"{method_label(START_METHOD)}")]
         fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
         width = max(50, round(15 * (2.6 * cols + 0.6)))  # characters that fit the figure at font size 9
         fig.suptitle("Accuracy vs step\n" + textwrap.fill(_n_k_seeds(res), width), fontsize=9)
@@ -198,7 +195,7 @@ def accuracy_vs_wallclock(res: Results, stem: Path) -> list[Path]:
             sub = acc[acc["method"] == method]
             if method == START_METHOD:
                 ax.axhline(
-                    float(sub[AVG].mean()), color=color, linestyle="--", linewidth=1, label=_label(method)
+                    float(sub[AVG].mean()), color=color, linestyle="--", linewidth=1, label=method_label(method)
                 )
                 continue
             sub = sub.assign(
@@ -212,7 +209,7 @@ def accuracy_vs_wallclock(res: Results, stem: Path) -> list[Path]:
                 continue
             y = sub.pivot(index="step", columns="seed", values=AVG).sort_index()
             x = sub.groupby("step")["clock"].mean().reindex(y.index).to_numpy()
-            _band(ax, x, y, color, _label(method))
+            _band(ax, x, y, color, method_label(method))
         ax.set(
             xlabel="wall-clock (s, seed mean)", ylabel=f"eval {AVG} avg@k (%)", title="Accuracy vs wall-clock"
         )
@@ -242,7 +239,7 @@ def phase_bars(res: Results, stem: Path, baseline: str = "dapo") -> list[Path]:
         fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(methods) + 2.6), 3.4), constrained_layout=True)
         bottom = np.zeros(len(methods))
         palette = plt.get_cmap("Set2").colors
-        labels = [_label(m) for m in methods]
+        labels = [method_label(m) for m in methods]
         for i, phase in enumerate(phases):
             heights = np.nan_to_num(np.array([mean(m, f"time_{phase}") for m in methods]))
             ax.bar(labels, heights, bottom=bottom, label=phase, color=palette[i % len(palette)], width=0.6)
@@ -434,7 +431,8 @@ def token_weight_heatmaps(res: Results, out_dir: Path) -> list[Path]:
         for row in _pick_pair(rows):
             verdict = "correct" if row.get("correct") else "incorrect"
             advantage = float(row.get("advantage", math.nan))  # type: ignore[arg-type]
-            title = f"{_label(method)} seed {seed} · step {row.get('step')} · {verdict} · advantage {advantage:+.2f}"
+            title = (f"{method_label(method)} seed {seed} · step {row.get('step')} · {verdict} · "
+                     f"advantage {advantage:+.2f}")
             panels.append((title, [str(t) for t in row["tokens"]], [float(x) for x in row["weights"]]))  # type: ignore[union-attr]
         paths += heatmap_panels(panels, out_dir / f"heatmap_{method}", max_chars=HEATMAP_PANEL_CHARS)
     return paths

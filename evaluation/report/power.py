@@ -56,12 +56,12 @@ from evaluation.report.load import (
 from evaluation.report.render import Column, Table
 from evaluation.report.stats import (
     CrossedAnova,
-    _final_records,
     crossed_anova,
+    final_records,
     paired_blocks,
     seeds_random_variance,
 )
-from evaluation.report.tables import _label
+from evaluation.report.tables import method_label
 
 POWER = 0.8
 
@@ -215,7 +215,7 @@ def _sampling_variance(method: Sequence[np.ndarray], base: Sequence[np.ndarray])
 def power_rows(res: Results, opts: ReportOptions, target: float = TARGET_PP, power: float = POWER) -> list[dict]:
     """One row per method vs the baseline on the main benchmarks' problems pooled (the Avg scope)."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
-    final = _final_records(res)
+    final = final_records(res)
     base = final.get(opts.baseline)
     methods = [m for m in sort_methods(set(final)) if m != opts.baseline and base is not None]
     rows = []
@@ -272,7 +272,7 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
     ]  # fmt: skip
     rows = power_rows(res, opts, target, power)
     for row in rows:
-        row["label"] = _label(row["method"])
+        row["label"] = method_label(row["method"])
         for key in ("problems_for_target", "problems_for_target_seeds_random", "seeds_for_target"):
             row[key] = _counts(row[key])
     data = pd.DataFrame(rows, columns=columns).reset_index(drop=True)
@@ -292,7 +292,7 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         Column(f"seeds for {target:g} pp at n", "seeds_for_target", kind="str"),
     )
     caption = (
-        f"Power vs {_label(opts.baseline)} ({AVG} problems pooled): minimum detectable difference at "
+        f"Power vs {method_label(opts.baseline)} ({AVG} problems pooled): minimum detectable difference at "
         f"{100 * power:.0f}% power, two-sided α = {opts.alpha:g}, for the run's n problems × k samples × seeds, "
         f"and the problems (and seeds) needed to detect {target:g} pp; from the run's own variances"
     )

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from common.io import write_text_atomic
-from evaluation.report.load import FORMATS, Results
+from evaluation.report.load import FORMATS, Results, engine_label
 from evaluation.report.stats import problem_counts
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
-def _fmt_float(value: float, digits: int, signed: bool = False) -> str:
+def fmt_float(value: float, digits: int, signed: bool = False) -> str:
     value = round(float(value), digits)
     if value == 0:
         value = 0.0  # no "-0.00"
@@ -96,7 +96,7 @@ def _tex_minus(text: str) -> str:
     return re.sub(r"(?<![\w$])-(?=\d)", "$-$", text)
 
 
-def _md_escape(text: str) -> str:
+def md_escape(text: str) -> str:
     return str(text).replace("|", r"\|")
 
 
@@ -126,7 +126,7 @@ def _render_cell(row: pd.Series, col: Column, target: Literal["md", "tex"], bold
         return "–" if target == "md" else "--"
     if col.kind == "str":
         text = str(value)
-        main = _md_escape(text) if target == "md" else tex_escape(text)
+        main = md_escape(text) if target == "md" else tex_escape(text)
         extra = ""
     elif col.kind == "int":
         main, extra = str(int(value)), ""
@@ -136,22 +136,22 @@ def _render_cell(row: pd.Series, col: Column, target: Literal["md", "tex"], bold
     elif col.kind == "count_pct":
         main = str(int(value))
         pct = row.get(col.pct) if col.pct else None
-        extra = "" if _is_missing(pct) else f" ({_fmt_float(pct, 1)}%)"
+        extra = "" if _is_missing(pct) else f" ({fmt_float(pct, 1)}%)"
         if target == "tex":
             extra = extra.replace("%", r"\%")
     else:
         if isinstance(value, str):  # e.g. "not reached" in a numeric column
-            return _md_escape(value) if target == "md" else tex_escape(value)
-        main = _fmt_float(value, col.digits, signed=col.kind == "signed")
+            return md_escape(value) if target == "md" else tex_escape(value)
+        main = fmt_float(value, col.digits, signed=col.kind == "signed")
         parts = []
         sd = row.get(col.sd) if col.sd else None
         if not _is_missing(sd):
-            parts.append(("± " if target == "md" else r"$\pm$") + _fmt_float(sd, col.digits))
+            parts.append(("± " if target == "md" else r"$\pm$") + fmt_float(sd, col.digits))
         lo = row.get(col.lo) if col.lo else None
         hi = row.get(col.hi) if col.hi else None
         if not _is_missing(lo) and not _is_missing(hi):
             parts.append(
-                f"[{_fmt_float(lo, 1, col.kind == 'signed')}, {_fmt_float(hi, 1, col.kind == 'signed')}]"
+                f"[{fmt_float(lo, 1, col.kind == 'signed')}, {fmt_float(hi, 1, col.kind == 'signed')}]"
             )
         extra = (" " + " ".join(parts)) if parts else ""
         if target == "tex":
@@ -167,7 +167,7 @@ def render_markdown(table: Table) -> str:
     """GitHub Markdown: caption heading, table, footer line."""
     bolds = _bolds(table)
     lines = [f"### {table.caption}", ""]
-    lines.append("| " + " | ".join(_md_escape(c.header) for c in table.columns) + " |")
+    lines.append("| " + " | ".join(md_escape(c.header) for c in table.columns) + " |")
     lines.append("|" + "|".join(":---" if c.align == "l" else "---:" for c in table.columns) + "|")
     for i, (_, row) in enumerate(table.data.iterrows()):
         cells = [_render_cell(row, c, "md", i in b) for c, b in zip(table.columns, bolds, strict=False)]
@@ -223,7 +223,7 @@ def _csv_cell(value: Any) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
-        return _fmt_float(float(value), 4)
+        return fmt_float(float(value), 4)
     return str(value)
 
 
@@ -360,6 +360,9 @@ def provenance(res: Results) -> dict[str, Any]:
         "seeds_by_benchmark": {b: sorted({r.seed for r in res.evals if r.benchmark == b}) for b in benches},
         "n_problems": problem_counts(res),
         "grader_version": sorted({r.grader_version for r in res.evals}),
+        "engines": {b: sorted({engine_label(r.engine) for r in res.evals if r.benchmark == b}) for b in benches},
+        "engine_batch_sizes": {b: sorted({str(r.engine.get("batch_size")) for r in res.evals if r.benchmark == b
+                                          and r.engine}) for b in benches},
         "data_sha256": shas,
         "manifest_ids": sorted(
             {r.manifest_id for r in res.evals if r.manifest_id}
@@ -395,6 +398,7 @@ def footer_text(prov: Mapping[str, Any], benches: Sequence[str] | None = None) -
             **prov,
             "data_sha256": {b: v for b, v in prov["data_sha256"].items() if b in keep},
             "n_problems": {b: v for b, v in prov["n_problems"].items() if b in keep},
+            "engines": {b: v for b, v in prov.get("engines", {}).items() if b in keep},
             "seeds": sorted({s for b in keep for s in prov.get("seeds_by_benchmark", {}).get(b, [])})
             or prov["seeds"],
         }
@@ -414,6 +418,7 @@ def footer_text(prov: Mapping[str, Any], benches: Sequence[str] | None = None) -
             f"{len(prov['seeds'])} seed{'s' if len(prov['seeds']) != 1 else ''} (ids {nums(prov['seeds'])})",
             f"problems (samples) per checkpoint: {problems}",
             f"grader {nums(prov['grader_version'])}",
+            f"engine {', '.join(sorted({e for v in prov.get('engines', {}).values() for e in v})) or '?'}",
             f"data sha256: {sha}",
             f"manifest {_join_limited(prov['manifest_ids']) or '?'}",
             f"commit {commits}" + (" (dirty)" if prov["git_dirty"] else ""),

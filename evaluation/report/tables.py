@@ -13,21 +13,23 @@ import pandas as pd
 
 from evaluation.report.load import (
     AVG,
-    METHOD_LABELS,
+    DROP_RULE,
     PHASES,
     TARGET_PP,
     EvalRecord,
     ReportOptions,
     Results,
     main_benchmarks,
+    method_label,
     order_benchmarks,
     sort_methods,
 )
-from evaluation.report.render import Column, Table, _fmt_float
+from evaluation.report.render import Column, Table, fmt_float
+from evaluation.report.sequential import verdict_rule
 from evaluation.report.stats import (
-    _final_records,
-    _sd,
+    final_records,
     problem_counts,
+    sample_sd,
     seed_step_accuracy,
     seeds_random_test,
     significant_rows,
@@ -37,15 +39,6 @@ from evaluation.report.stats import (
 )
 
 log = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Tables
-# ----------------------------------------------------------------------------------------------------
-
-
-def _label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
 
 
 def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
@@ -67,6 +60,43 @@ def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tupl
                                    alpha=opts.alpha)
 
 
+DROP_SHOWN: tuple[str, ...] = ("requested", "graded", "failed", "overlong", "no_answer")
+
+
+def drop_fields(records: Sequence[EvalRecord]) -> dict[str, float]:
+    """A row's drop counts, summed over its records (benchmarks × seeds), with each share of requested (%)."""
+    out = {key: float(sum(r.drops.get(key, math.nan) for r in records)) for key in DROP_SHOWN}
+    for key in DROP_SHOWN[2:]:
+        out[f"{key}_pct"] = 100 * out[key] / out["requested"] if out["requested"] else math.nan
+    return out
+
+
+def as_counts(data: pd.DataFrame) -> pd.DataFrame:
+    """The drop counts as integers (missing where unrecorded), so that CSV writes counts, not floats."""
+    for key in DROP_SHOWN:
+        data[key] = pd.to_numeric(data[key]).round().astype("Int64") if key in data else pd.NA
+    return data
+
+
+def drop_columns() -> list[Column]:
+    """The drop columns beside a score (count and share of requested); the rule is ``DROP_RULE``."""
+    return [Column("requested", "requested", kind="int"), Column("graded", "graded", kind="int"),
+            Column("failed", "failed", kind="count_pct", pct="failed_pct"),
+            Column("overlong", "overlong", kind="count_pct", pct="overlong_pct"),
+            Column("no answer", "no_answer", kind="count_pct", pct="no_answer_pct")]
+
+
+def drop_note(data: pd.DataFrame, opts: ReportOptions) -> str:
+    """The drop rule, and a warning naming every row whose failed, overlong or unanswered share exceeds
+    ``opts.max_drop_pct``."""
+    over = [f"{row['label']}{f' step {row.step}' if 'step' in row else ''} {key.replace('_', ' ')} "
+            f"{row[f'{key}_pct']:.1f} %" for _, row in data.iterrows()
+            for key in DROP_SHOWN[2:] if f"{key}_pct" in row and row[f"{key}_pct"] > opts.max_drop_pct]
+    warning = (f"Warning: drops above {opts.max_drop_pct:g} % of the requested samples (report.max_drop_pct): "
+               f"{'; '.join(over)}; these scores are not comparable with a run that kept its samples. ") if over else ""
+    return warning + DROP_RULE
+
+
 INTERVAL_RULE = ("CI: seeds and problems random (crossed random-effects t interval, Satterthwaite df) with ≥ 2 "
                  "seeds; with 1 seed a bootstrap over problems, conditional on that seed")
 
@@ -77,10 +107,27 @@ def main_table(res: Results, opts: ReportOptions, footer: str, significance: Tab
     note says what the design can detect (``design_note``)."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
     table = accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
+    if significance is not None and "verdict" in significance.data:
+        table = with_verdicts(table, significance.data, opts)
     if power is None:
         return table
     note = " ".join(x for x in (table.note, design_note(power.data, opts)) if x)
     return replace(table, note=note)
+
+
+def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions) -> Table:
+    """The main table plus the significance table's Avg verdict per method (better / worse / equivalent within
+    ±δ / undecided vs the baseline), inserted before the Δ column, and the rule in the note."""
+    avg = significance[significance["scope"] == AVG]
+    verdicts = dict(zip(avg["method"], avg["verdict"]))
+    data = table.data.copy()
+    data["verdict"] = [verdicts.get(m, "") for m in data["method"]]
+    cols = list(table.columns)
+    at = next(i for i, c in enumerate(cols) if c.value == f"{AVG}_delta") + 1
+    cols.insert(at, Column(f"verdict (±{opts.equivalence_margin:g} pp)", "verdict", kind="str", align="l"))
+    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.")
+                    if x)
+    return replace(table, data=data, columns=tuple(cols), note=note)
 
 
 def _span(values: Sequence[float], digits: int = 1) -> str:
@@ -88,7 +135,7 @@ def _span(values: Sequence[float], digits: int = 1) -> str:
     finite = sorted(float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v))
     if not finite:
         return "?"
-    lo, hi = _fmt_float(finite[0], digits), _fmt_float(finite[-1], digits)
+    lo, hi = fmt_float(finite[0], digits), fmt_float(finite[-1], digits)
     return lo if lo == hi else f"{lo}-{hi}"
 
 
@@ -103,7 +150,7 @@ def design_note(power: pd.DataFrame, opts: ReportOptions) -> str:
     need = [v for v in power["seeds_for_target"] if v != "not reachable"]
     seeds_text = _span(need, 0) if need else "no number of"
     return (f"Design: {seeds} seeds × {n} problems × k {power['k'].iloc[0]}: the method test vs "
-            f"{_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
+            f"{method_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
             f"({_span(power['mde_seeds_random_holm'])} pp at Holm's first step); a {TARGET_PP:g} pp difference needs "
             f"{seeds_text} seeds at these problems (power.md). A smaller true difference is mostly reported as no "
             "difference.")
@@ -128,7 +175,7 @@ def accuracy_table(
     """
     benches = list(benches)
     weights = problem_counts(res)
-    final = _final_records(res)
+    final = final_records(res)
     rows = []
     for method in sort_methods(set(final)):
         by_seed = final[method]
@@ -147,17 +194,18 @@ def accuracy_table(
             recs = {s: by_seed[s][bench] for s in seeds if bench in by_seed[s]}
             accs = [100 * r.avg_at_k for r in recs.values()]
             row[bench] = float(np.mean(accs)) if accs else math.nan
-            row[f"{bench}_sd"] = _sd(accs)
+            row[f"{bench}_sd"] = sample_sd(accs)
             block = _problem_seed_accuracy(recs)
             strata.append(block)
             row[f"{bench}_ci_lo"], row[f"{bench}_ci_hi"] = accuracy_interval([block], opts)
         row[AVG] = float(np.mean(per_seed_avg)) if per_seed_avg else math.nan
-        row[f"{AVG}_sd"] = _sd(per_seed_avg)
+        row[f"{AVG}_sd"] = sample_sd(per_seed_avg)
         row[f"{AVG}_ci_lo"], row[f"{AVG}_ci_hi"] = accuracy_interval(strata, opts)
         row["n"] = int(sum(weights[b] for b in benches))
         ks = sorted({r.k for recs in by_seed.values() for r in recs.values()})
         row["k"] = ks[0] if len(ks) == 1 else "/".join(map(str, ks))
         row["seeds"] = len(seeds)
+        row.update(drop_fields([by_seed[s][b] for s in seeds for b in benches if b in by_seed[s]]))
         rows.append(row)
     scopes = [*benches, AVG] if with_avg else benches
     data = pd.DataFrame(rows)
@@ -176,8 +224,12 @@ def accuracy_table(
     order = ["method"]
     for bench in scopes:
         order += [bench, f"{bench}_sd", f"{bench}_ci_lo", f"{bench}_ci_hi", f"{bench}_delta"]
-    data = data[order + ["n", "k", "seeds"]]
-    data.insert(1, "label", [_label(m) for m in data["method"]])
+    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
+    for key in drops:
+        if key not in data:
+            data[key] = math.nan
+    data = as_counts(data[order + ["n", "k", "seeds", *drops]].copy())
+    data.insert(1, "label", [method_label(m) for m in data["method"]])
 
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in scopes:
@@ -185,23 +237,24 @@ def accuracy_table(
         cols.append(Column(bench, bench, sd=f"{bench}_sd", lo=ci[0], hi=ci[1], bold="max"))
     delta_scope = AVG if with_avg else benches[0]
     cols += [
-        Column(f"Δ {delta_scope} vs {_label(opts.baseline)}", f"{delta_scope}_delta", kind="signed"),
+        Column(f"Δ {delta_scope} vs {method_label(opts.baseline)}", f"{delta_scope}_delta", kind="signed"),
         Column("n", "n", kind="int"),
         Column("k", "k", kind="str"),
         Column("seeds", "seeds", kind="int"),
+        *drop_columns(),
     ]
     avg_text = f"; {AVG} weighted by problem count" if with_avg else ""
     protocols = "" if name != "ood" else mcq_protocols(res, benches)
     caption = (
         f"{ACCURACY_TITLES.get(name, '')}{protocols}avg@k (%) at the final checkpoint{avg_text}; mean ± sd over seeds "
-        f"[{100 * (1 - opts.alpha):.0f}% {INTERVAL_RULE}]; {BOLD_RULE.format(_label(opts.baseline))}"
+        f"[{100 * (1 - opts.alpha):.0f}% {INTERVAL_RULE}]; {BOLD_RULE.format(method_label(opts.baseline))}"
     )
     data = data.reset_index(drop=True)
     # bold needs a significant difference; the Avg of a non-main table is not the tested Avg
     tested = set(benches) | ({AVG} if name == "main" else set())
     allowed = {scope: (significant_rows(data, significance.data, scope, opts.baseline, opts.alpha)
                        if significance is not None and scope in tested else frozenset()) for scope in scopes}
-    note = " ".join(x for x in (note, scorer_warnings(res, benches)) if x)
+    note = " ".join(x for x in (note, scorer_warnings(res, benches), drop_note(data, opts)) if x)
     return Table(name, caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)
 
 
@@ -211,7 +264,7 @@ BOLD_RULE = ("bold: the best per column whose difference to {} holds with traini
 
 def scorer_warnings(res: Results, benches: Sequence[str]) -> str:
     """The scorers' warnings at the final checkpoints of ``benches`` (e.g. one option letter dominating)."""
-    seen = [f"{_label(m)} seed {s}: {w}" for m, by_seed in _final_records(res).items()
+    seen = [f"{method_label(m)} seed {s}: {w}" for m, by_seed in final_records(res).items()
             for s, recs in sorted(by_seed.items()) for b, r in recs.items() if b in benches for w in r.warnings]
     return " ".join(f"Warning: {w}." for w in dict.fromkeys(seen))
 
@@ -219,7 +272,8 @@ def scorer_warnings(res: Results, benches: Sequence[str]) -> str:
 def baseline_note(res: Results, baseline: str) -> str:
     """Why Δ columns and the significance table are empty: the baseline was not evaluated."""
     methods = ", ".join(sorted({r.method for r in res.evals}))
-    return (f"Warning: the baseline {_label(baseline)} ({baseline!r}) has no final evaluation (methods: {methods}); "
+    return (f"Warning: the baseline {method_label(baseline)} ({baseline!r}) has no final evaluation "
+            f"(methods: {methods}); "
             f"Δ columns are empty and there are no significance tests. Pass --baseline METHOD "
             f"(report.baseline) or add it to `methods`.")
 
@@ -243,37 +297,42 @@ def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
             sub = acc[(acc["method"] == method) & (acc["step"] == step)]
             row: dict[str, Any] = {
                 "method": method,
-                "label": _label(method),
+                "label": method_label(method),
                 "step": int(step),
                 "seeds": len(sub),
             }
             for col in [*benches, AVG]:
                 values = sub[col].dropna().tolist()
                 row[col] = float(np.mean(values)) if values else math.nan
-                row[f"{col}_sd"] = _sd(values)
+                row[f"{col}_sd"] = sample_sd(values)
             train = []
             if not metrics.empty and "accuracy" in metrics:
                 hit = metrics[(metrics["method"] == method) & (metrics["step"] == step)]
                 train = (100 * hit["accuracy"].dropna()).tolist()
             row["train_accuracy"] = float(np.mean(train)) if train else math.nan
-            row["train_accuracy_sd"] = _sd(train)
+            row["train_accuracy_sd"] = sample_sd(train)
             clocks = [wall_clock_at(metrics, method, int(s), int(step)) for s in sub["seed"]]
             clocks = [c for c in clocks if not math.isnan(c)]
             row["time_wall_clock_s"] = float(np.mean(clocks)) if clocks else math.nan
+            row.update(drop_fields([r for r in res.evals if r.method == method and r.step == step]))
             rows.append(row)
     data = pd.DataFrame(rows)
+    if not data.empty:
+        data = as_counts(data)
     cols = [Column("Method", "label", kind="str", align="l"), Column("step", "step", kind="int")]
     cols += [Column(c, c, sd=f"{c}_sd") for c in [*benches, AVG]]
     cols += [
         Column("train acc", "train_accuracy", sd="train_accuracy_sd"),
         Column("wall-clock (s)", "time_wall_clock_s", digits=0),
         Column("seeds", "seeds", kind="int"),
+        *drop_columns(),
     ]
     caption = (
         f"Learning curve: avg@k (%) per evaluated step, mean ± sd over seeds ({AVG} over the main-table "
         "benchmarks); training accuracy (%) at that step"
     )
-    return Table("learning", caption, data, tuple(cols), footer)
+    note = drop_note(data, opts) if not data.empty else ""
+    return Table("learning", caption, data, tuple(cols), footer, note=note)
 
 
 def _seed_mean(run: pd.DataFrame, col: str) -> float:
@@ -311,7 +370,7 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     rows = []
     for method in sort_methods(set(metrics["method"])) if not metrics.empty else []:
         run = metrics[metrics["method"] == method]
-        row: dict[str, Any] = {"method": method, "label": _label(method), "seeds": int(run["seed"].nunique())}
+        row: dict[str, Any] = {"method": method, "label": method_label(method), "seeds": int(run["seed"].nunique())}
         # logged steps, not the last step's index: training.rl logs steps 0..N-1 for an N-step run
         row["steps"] = int(run.groupby("seed")["step"].nunique().median())
         for phase in [*phases, "total"]:
@@ -358,7 +417,7 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     cols += [Column(p, f"time_{p}_s", digits=3) for p in phases]
     cols += [
         Column("step (s)", "time_total_s", digits=3, bold="min"),
-        Column(f"overhead vs {_label(opts.baseline)} (%)", "time_overhead_pct", kind="signed", digits=1),
+        Column(f"overhead vs {method_label(opts.baseline)} (%)", "time_overhead_pct", kind="signed", digits=1),
     ]
     if "time_gen_tok_per_s" in data:
         cols.append(Column("gen tok/s", "time_gen_tok_per_s", digits=0, bold="max"))
@@ -367,15 +426,15 @@ def wallclock_table(res: Results, opts: ReportOptions, main: Table, learning: Ta
     if "mem_peak_rss_mb" in data:
         cols.append(Column("peak RSS (MB)", "mem_peak_rss_mb", digits=0))
     cols += [
-        Column(f"steps to {_label(opts.baseline)} final", "steps_to_target", kind="str"),
+        Column(f"steps to {method_label(opts.baseline)} final", "steps_to_target", kind="str"),
         Column("seconds to it", "time_to_target_s", digits=0),
         Column("steps", "steps", kind="int"),
         Column("seeds", "seeds", kind="int"),
     ]
     caption = (
-        f"Wall-clock: mean seconds per step by phase, overhead vs {_label(opts.baseline)}, throughput, "
+        f"Wall-clock: mean seconds per step by phase, overhead vs {method_label(opts.baseline)}, throughput, "
         f"peak RSS, and first evaluated step (and mean seconds) at which the seed-mean {AVG} reaches "
-        f"{_label(opts.baseline)}'s final {AVG} ({_fmt_float(target, 2) if not math.isnan(target) else '?'}%)"
+        f"{method_label(opts.baseline)}'s final {AVG} ({fmt_float(target, 2) if not math.isnan(target) else '?'}%)"
     )
     return Table("wallclock", caption, data, tuple(cols), footer, note=WALLCLOCK_NOTE)
 
@@ -388,11 +447,11 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
     ``base`` is ``base_pass_at_1`` (missing when the evaluator did not report it). Only plus is tested
     (the significance table's scope for the benchmark), so only plus can be bold.
     """
-    final = _final_records(res)
+    final = final_records(res)
     rows = []
     for method in sort_methods(set(final)):
         by_seed = final[method]
-        row: dict[str, Any] = {"method": method, "label": _label(method)}
+        row: dict[str, Any] = {"method": method, "label": method_label(method)}
         ks: set[int] = set()
         for bench in benches:
             recs = [by_seed[s][bench] for s in sorted(by_seed) if bench in by_seed[s]]
@@ -401,9 +460,10 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
             plus = [100 * r.extra.get("plus_pass_at_1", r.avg_at_k) for r in recs]
             for part, values in (("base", base), ("plus", plus)):
                 row[f"{bench}_{part}"] = float(np.mean(values)) if values else math.nan
-                row[f"{bench}_{part}_sd"] = _sd(values)
+                row[f"{bench}_{part}_sd"] = sample_sd(values)
         row["k"] = "/".join(map(str, sorted(ks)))
         row["seeds"] = len(by_seed)
+        row.update(drop_fields([recs[b] for recs in by_seed.values() for b in benches if b in recs]))
         rows.append(row)
     data = pd.DataFrame(rows)
     base_row = data[data["method"] == opts.baseline]
@@ -414,7 +474,8 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
     order = ["method", "label"]
     for bench in benches:
         order += [f"{bench}_{c}" for c in ("base", "base_sd", "plus", "plus_sd", "plus_delta")]
-    data = data[[*order, "k", "seeds"]].reset_index(drop=True)
+    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
+    data = as_counts(data[[*order, "k", "seeds", *drops]].reset_index(drop=True))
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in benches:
         cols += [
@@ -422,12 +483,13 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
             Column(f"{bench} plus", f"{bench}_plus", sd=f"{bench}_plus_sd", bold="max"),
             Column(f"{bench} Δ plus", f"{bench}_plus_delta", kind="signed"),
         ]
-    cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int")]
+    cols += [Column("k", "k", kind="str"), Column("seeds", "seeds", kind="int"), *drop_columns()]
     caption = (
         "Code: pass@1 (%) on the base and the plus (EvalPlus) tests at the final checkpoint, mean ± sd over "
-        f"seeds, Δ plus vs {_label(opts.baseline)}; plus {BOLD_RULE.format(_label(opts.baseline))}"
+        f"seeds, Δ plus vs {method_label(opts.baseline)}; plus {BOLD_RULE.format(method_label(opts.baseline))}"
     )
-    note = "plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported."
+    note = ("plus = plus_pass_at_1 of the summary (avg@k where the evaluator did not report it); – = not reported. "
+            + drop_note(data, opts))
     allowed = {f"{b}_plus": significant_rows(data, significance.data, b, opts.baseline, opts.alpha)
                if significance is not None else frozenset() for b in benches}
     return Table("code", caption, data, tuple(cols), footer, note=note, bold_allowed=allowed)

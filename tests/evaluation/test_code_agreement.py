@@ -1,4 +1,4 @@
-"""Our MBPP+ verdicts equal EvalPlus 0.3.1's on real model completions (evaluation.code_agreement).
+"""Our MBPP+ verdicts equal EvalPlus 0.3.1's on real model completions (evaluation.code.agreement).
 
 ``code_agreement_cases.tsv``: 640 real SmolLM2-135M-Instruct completions of 160 MBPP+ tasks (chat_code
 and base_code prompts; results/MEASUREMENTS.md, session 6: issue 14), each with the verdicts that
@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("evalplus")
 
-from evaluation.code_agreement import agreement, main, read_table, same
-from evaluation.code_eval import SandboxConfig, evaluate_mbpp_plus
+from evaluation.code.agreement import agreement, main, read_table, same
+from evaluation.code.score import SandboxConfig, evaluate_mbpp_plus
 
 CASES = Path(__file__).with_name("code_agreement_cases.tsv")
 

@@ -10,18 +10,18 @@ import pytest
 np = pytest.importorskip("numpy")
 pytest.importorskip("evalplus")
 
-from evaluation.code_compare import (  # noqa: E402  (after the importorskip calls)
+from evaluation.code.compare import (  # noqa: E402  (after the importorskip calls)
     END,
     OK,
     RAISED,
     READY,
     FormatError,
     Unserialisable,
-    _enc,
     check_outputs,
     decode,
     encode,
     encode_frame,
+    encode_value,
     split_frames,
 )
 
@@ -93,7 +93,7 @@ def test_broken_framing_is_rejected() -> None:
 def _frames(outs) -> list:
     data = encode_frame([READY])
     for i, out in enumerate(outs):
-        data += encode_frame([i, OK, _enc(out)])
+        data += encode_frame([i, OK, encode_value(out)])
     return split_frames(data + encode_frame([END]))
 
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("evalplus")
 
 from evaluation.benchmarks import DEFAULT_DATA_DIR, BenchmarkIntegrityError
-from evaluation.code_eval import SandboxConfig, evaluate_evalplus, evaluate_mbpp_plus
+from evaluation.code.score import SandboxConfig, evaluate_evalplus, evaluate_mbpp_plus
 
 DATASET = DEFAULT_DATA_DIR / "mbpp_plus" / "MbppPlus.jsonl.gz"
 TASK = "Mbpp/455"  # check_monthnumb_number(monthnum2): 3 base inputs, 13 plus inputs
@@ -49,10 +49,10 @@ def test_harness_interpreter_lies_inside_the_sandbox_root(tmp_path: Path) -> Non
     import os
     import sys
 
-    from evaluation.code_eval import _interpreter
-    from evaluation.code_sandbox import worker_paths
+    from evaluation.code.sandbox import worker_paths
+    from evaluation.code.score import sandbox_interpreter
 
-    exe = _interpreter()
+    exe = sandbox_interpreter()
     assert os.path.basename(exe) == os.path.basename(sys.executable)  # still finds the venv's pyvenv.cfg
     assert os.path.realpath(exe) == os.path.realpath(sys.executable)
     assert any(exe.startswith(p.rstrip("/") + "/") for p in worker_paths(Path(__file__).parents[2]))

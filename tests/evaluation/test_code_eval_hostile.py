@@ -28,11 +28,11 @@ import pytest
 pytest.importorskip("evalplus")
 
 from evaluation.benchmarks import DEFAULT_DATA_DIR
-from evaluation.code_eval import SandboxConfig, SandboxUnavailable, evaluate_mbpp_plus
+from evaluation.code.score import SandboxConfig, SandboxUnavailable, evaluate_mbpp_plus
 
 DATASET = DEFAULT_DATA_DIR / "mbpp_plus" / "MbppPlus.jsonl.gz"
 RIGHT = "monthnum2 in (1, 3, 5, 7, 8, 10, 12)"  # Mbpp/455, check_monthnumb_number
-SANDBOX_UIDS = 0x40000000  # evaluation.code_sandbox.sandbox_uid: [2**30, 2**31)
+SANDBOX_UIDS = 0x40000000  # evaluation.code.sandbox.sandbox_uid: [2**30, 2**31)
 DAEMON_DELAY_S = 3
 
 
@@ -106,8 +106,8 @@ def _cases(h: dict) -> dict[str, tuple[str, str]]:
         if type(o) is list and o and all(type(x) is bool for x in o):
             o[:] = [False] * len(o)"""))
     c["patch_encoder_module"] = (t455, _wrong(
-        "import sys\nfor m in list(sys.modules.values()):\n    if getattr(m, '_enc', None):\n"
-        "        m._enc = lambda x, d=0: True\n    if getattr(m, 'check_outputs', None):\n"
+        "import sys\nfor m in list(sys.modules.values()):\n    if getattr(m, 'encode_value', None):\n"
+        "        m.encode_value = lambda x, d=0: True\n    if getattr(m, 'check_outputs', None):\n"
         "        m.check_outputs = lambda *a: True", "7"))
     c["os_exit_at_import"] = (t455, _wrong("import os\nos._exit(0)"))
     c["os_exit_in_call"] = (t455, _wrong("import os", "True", "    os._exit(0)"))
@@ -218,7 +218,7 @@ for d in ('/tmp', '/dev/shm', '/var/tmp', {str(cdir)!r}, '/work', '/'):
         pass
 """))
     c["poison_checkout_module"] = (t455, _fn("WROTE", """
-import os, evaluation.code_compare as cc
+import os, evaluation.code.compare as cc
 WROTE = False
 try:
     fd = os.open(cc.__file__, os.O_WRONLY | os.O_APPEND)

@@ -21,8 +21,9 @@ import pytest
 pytest.importorskip("evalplus")
 
 from evaluation.benchmarks import DEFAULT_DATA_DIR
-from evaluation.code_compare import END, OK, READY, split_frames
-from evaluation.code_eval import (
+from evaluation.code.compare import END, OK, READY, split_frames
+from evaluation.code.sandbox import Cgroup, job_for
+from evaluation.code.score import (
     SandboxConfig,
     SandboxUnavailable,
     _Slot,
@@ -30,7 +31,6 @@ from evaluation.code_eval import (
     check_memory_limits,
     limits_mechanism,
 )
-from evaluation.code_sandbox import Cgroup, job_for
 
 DATASET = DEFAULT_DATA_DIR / "mbpp_plus" / "MbppPlus.jsonl.gz"
 CAP = 384 * 1024**2  # the sandbox cap under test (small, so the test is quick)

@@ -176,12 +176,49 @@ def test_score_writes_the_letter_dominance_warning_into_the_summary(split_run, t
     rows = [{**r, "response": "A", "lm_eval_correct": gold[r["problem_id"]] == "A"} for r in rows]
     (tmp_path / "arc_challenge.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path), "--sets", "arc_challenge"])
-    assert _summary(tmp_path, "arc_challenge")["warnings"] == [
+    assert _summary(tmp_path, "arc_challenge")["warnings"][0] == (  # then the context's (items lm-eval cut)
         "arc_challenge: option A is predicted for 5 of 5 items (100 %); the accuracy then measures how often the "
-        "gold answer is A, not knowledge"]
+        "gold answer is A, not knowledge")
     assert isinstance(_summary(out, "arc_challenge")["warnings"], list)  # written for every multiple-choice set
 
 
 def test_gpqa_prompts_are_kept_only_as_a_hash():
     assert set(prompt_record("gpqa_diamond", "Question: secret")) == {"prompt_sha256"}
     assert prompt_record("arc_challenge", "Question: q") == {"prompt": "Question: q"}
+
+
+def test_score_counts_a_grader_timeout_and_cut_samples_in_the_summary_and_the_real_tables(split_run, tmp_path):
+    """Forced failures through the score job and the report: an adversarial prediction the checker cannot
+    settle within a tiny grader_timeout_s (a timeout) and samples marked cut at the token limit are counted in
+    the summaries and in the real-set tables. (A program that kills its sandbox's init and parent, as the
+    hostile-code tests do, is contained and graded wrong, so no sandbox error can be forced from a sample.)"""
+    from evaluation.report import __main__ as report_cli
+
+    config, out = split_run
+    raw_cfg = yaml.safe_load(Path(config).read_text())
+    raw_cfg["eval"] = {**raw_cfg.get("eval", {}), "grader_timeout_s": 0.01}
+    tight = tmp_path / "config.yaml"
+    tight.write_text(yaml.safe_dump(raw_cfg))
+    work = tmp_path / "real_eval" / "sft" / "seed1" / "step0"
+    work.mkdir(parents=True)
+    edits = {"gsm8k": {"response": r"So the answer is \boxed{9^{9^{9^{9}}}}", "finish_reason": "stop"},
+             "mbpp_plus": {"finish_reason": "stop"}}
+    for name, edit in edits.items():
+        (work / f"{name}.gen.json").write_text((out / f"{name}.gen.json").read_text())
+        rows = [json.loads(x) for x in (out / f"{name}.raw.jsonl").read_text().splitlines()]
+        rows[0].update(edit)
+        rows[1]["finish_reason"] = "length"
+        (work / f"{name}.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert real_eval.main(["score", "--config", str(tight), "--out-dir", str(work), "--sets", *edits]) == 0
+    math, code = _summary(work, "gsm8k")["drops"], _summary(work, "mbpp_plus")["drops"]
+    assert (math["grader_timeout"], math["failed"], math["graded"], math["overlong"]) == (1, 1, 1, 1)
+    assert (code["sandbox_error"], code["failed"], code["graded"], code["overlong"]) == (0, 0, 2, 1)
+    assert report_cli.main(["--results", str(tmp_path), "--eval-dir", "real_eval", "--out", str(tmp_path / "t"),
+                            "--baseline", "sft", "--n-boot", "50", "--n-perm", "50", "--audit-max-samples", "0"]) == 0
+    for table, expected in (("gsm8k", math), ("code", code)):
+        header, row = (tmp_path / "t" / f"{table}.csv").read_text().splitlines()[:2]
+        cells = dict(zip(header.split(","), row.split(",")))
+        assert {key: int(cells[key]) for key in ("requested", "graded", "failed", "overlong")} == \
+            {key: expected[key] for key in ("requested", "graded", "failed", "overlong")}, table
+    failures = (tmp_path / "t" / "failures.md").read_text()
+    assert "| timeout |" in failures and "Warning: drops above 5 %" in failures

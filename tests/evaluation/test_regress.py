@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import regress
+from evaluation.checks import regress
 from evaluation.report import __main__ as report_cli
 
 pytestmark = pytest.mark.timeout(60)

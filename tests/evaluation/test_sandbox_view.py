@@ -70,7 +70,7 @@ def test_the_sandbox_root_shows_only_the_named_paths_read_only(open_dir: Path) -
               "ls /proc | grep -c '^[0-9]'; ls /dev | tr '\\n' ' '")
     before = Path("/proc/self/mountinfo").read_text()
     out = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--kill-child", sys.executable, "-m",
-                          "evaluation.sandbox_view", "--bind", str(inner), "--work", "/sandbox", "--uid", "65534",
+                          "evaluation.code.sandbox_view", "--bind", str(inner), "--work", "/sandbox", "--uid", "65534",
                           "--", *NOBODY, "sh", "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
                          check=False, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -100,7 +100,7 @@ def test_code_eval_from_a_checkout_below_a_0700_directory(tmp_path: Path) -> Non
             os.chmod(os.path.join(dirpath, n), 0o644)
     dataset = DEFAULT_DATA_DIR / "mbpp_plus" / "MbppPlus.jsonl.gz"
     code = (
-        "import json, sys; from evaluation.code_eval import evaluate_mbpp_plus, SandboxConfig, REPO_ROOT\n"
+        "import json, sys; from evaluation.code.score import evaluate_mbpp_plus, SandboxConfig, REPO_ROOT\n"
         "import gzip\n"
         f"rows = {{json.loads(l)['task_id']: json.loads(l) for l in gzip.open({str(dataset)!r}, 'rt')}}\n"
         "t = rows['Mbpp/762']\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evaluation.regress import machine_differences, machine_fingerprint
+from evaluation.checks.regress import machine_differences, machine_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 CI_CONFIG = REPO / "config" / "experiments" / "ci.yaml"
@@ -278,7 +278,7 @@ def test_tables_match_the_reference(undisturbed, reference_here):
 
 
 def regress(tables: Path, reference: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evaluation.regress", str(tables), str(reference)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "evaluation.checks.regress", str(tables), str(reference)], cwd=REPO,
                           capture_output=True, text=True)
 
 

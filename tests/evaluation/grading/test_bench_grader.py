@@ -1,10 +1,10 @@
-"""``python -m evaluation.bench_grader``: deterministic pairs, ratio and case accuracy printed in one run."""
+"""``python -m evaluation.checks.bench_grader``: deterministic pairs, ratio and case accuracy printed in one run."""
 
 from __future__ import annotations
 
 import pytest
 
-from evaluation import bench_grader
+from evaluation.checks import bench_grader
 
 
 def test_pairs_are_deterministic_and_mixed() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation import audit as audit_mod
+from evaluation.checks import audit as audit_mod
 from evaluation.grading import __main__ as grade_cli
 
 ROOT = Path(__file__).resolve().parents[3]

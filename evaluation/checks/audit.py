@@ -1,6 +1,6 @@
 """Where this checker and Math-Verify disagree on a generations file.
 
-``python -m evaluation.audit GENERATIONS.jsonl [--dataset math|gsm8k|aime] [--out table.md] [--examples 5]``
+``python -m evaluation.checks.audit GENERATIONS.jsonl [--dataset math|gsm8k|aime] [--out table.md] [--examples 5]``
 
 Lines need ``prediction`` or ``response`` plus ``answer``.  The table counts agreements and
 disagreements by direction and lists examples of each disagreement, so users see how much the choice

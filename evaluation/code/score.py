@@ -6,13 +6,13 @@ its ground truth where the program runs, so a program can forge a pass (always-t
 ``numpy.allclose``, rewriting ``exp`` through ``sys._getframe``, a forged results file) or poison the
 cache. Here EvalPlus supplies the data and the oracle; three modules split the rest:
 
-* :mod:`evaluation.code_truth`: expected outputs from canonical solutions only, in a run of their own,
+* :mod:`evaluation.code.truth`: expected outputs from canonical solutions only, in a run of their own,
   cached with a checksum verified on every load;
-* :mod:`evaluation.code_sandbox`: the process boundary. Each sandbox (``unshare`` mount/net/pid/ipc/uts
-  namespaces, a uid of its own, the read-only root of :mod:`evaluation.sandbox_view` without dataset or
+* :mod:`evaluation.code.sandbox`: the process boundary. Each sandbox (``unshare`` mount/net/pid/ipc/uts
+  namespaces, a uid of its own, the read-only root of :mod:`evaluation.code.sandbox_view` without dataset or
   cache, private tmpfs scratch dirs, cgroup v2 or rlimits) runs checks and returns only each test's
   return value, encoded type-strictly;
-* :mod:`evaluation.code_compare`: the format, and EvalPlus's comparison (``atol``, per-task special
+* :mod:`evaluation.code.compare`: the format, and EvalPlus's comparison (``atol``, per-task special
   oracles) computed in the scorer on decoded builtin values.
 
 A check whose sandbox fails (it died or hung) is recorded as ``crash`` and a fresh sandbox takes the
@@ -46,9 +46,9 @@ from evaluation.benchmarks import (
     BenchmarkIntegrityError,
     sha256_file,
 )
-from evaluation.code_compare import FormatError, check_outputs, split_frames
-from evaluation.code_sandbox import WORK, Cgroup, Sandbox, SandboxDied, job_for, sandbox_uid, worker_paths
-from evaluation.code_truth import expected_outputs, problems_for
+from evaluation.code.compare import FormatError, check_outputs, split_frames
+from evaluation.code.sandbox import WORK, Cgroup, Sandbox, SandboxDied, job_for, sandbox_uid, worker_paths
+from evaluation.code.truth import expected_outputs, problems_for
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class SandboxUnavailable(RuntimeError):
 
 # ----------------------------------------------------------------------------------------- sandbox
 
-def _read_dataset(path: Path) -> dict[str, dict[str, Any]]:
+def read_dataset(path: Path) -> dict[str, dict[str, Any]]:
     raw = path.read_bytes()
     if path.name.endswith(".gz"):
         raw = gzip.decompress(raw)
@@ -148,7 +148,7 @@ def _command(config: SandboxConfig, uid: int, cache_dir: Path, dataset_path: Pat
     """unshare -> sandbox_view (fresh root) -> prlimit -> setpriv (the sandbox uid) -> the harness."""
     t = _tools()
     cmd = [t["unshare"], "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
-           sys.executable, "-m", "evaluation.sandbox_view", "--work", WORK, "--uid", str(uid)]
+           sys.executable, "-m", "evaluation.code.sandbox_view", "--work", WORK, "--uid", str(uid)]
     for p in worker_paths(REPO_ROOT):
         cmd += ["--bind", p]
     for h in {DEFAULT_DATA_DIR, cache_dir, dataset_path.parent}:
@@ -156,11 +156,11 @@ def _command(config: SandboxConfig, uid: int, cache_dir: Path, dataset_path: Pat
     nproc = "" if cgroup else f"--nproc={config.max_procs}"
     cmd += ["--", t["prlimit"], "--core=0", f"--fsize={config.max_file_bytes}", "--nofile=256", *[nproc][:bool(nproc)],
             "--", t["setpriv"], f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--",
-            _interpreter(), "-P", "-m", "evaluation.code_sandbox"]
+            sandbox_interpreter(), "-P", "-m", "evaluation.code.sandbox"]
     return cmd
 
 
-def _interpreter() -> str:
+def sandbox_interpreter() -> str:
     """``sys.executable`` with its folder resolved: the sandbox's root holds only the resolved paths of
     :func:`worker_paths`, so a venv reached through a symlink (``repo/.venv -> elsewhere``) is found there.
     The file name stays unresolved, so that Python still finds the venv's ``pyvenv.cfg`` next to it."""
@@ -328,7 +328,7 @@ def evaluate_evalplus(benchmark: str, samples: Sequence[Mapping[str, Any]], *,
     if expected_sha256 is not None and actual != expected_sha256:
         raise BenchmarkIntegrityError(
             f"{benchmark}: sha256 checksum mismatch for {path}: expected {expected_sha256}, actual {actual}")
-    dataset = _read_dataset(path)
+    dataset = read_dataset(path)
     indexed: list[tuple[int, dict]] = []
     for i, s in enumerate(samples):
         if s.get("task_id") not in dataset:
@@ -375,9 +375,9 @@ def evaluate_mbpp_plus(samples: Sequence[Mapping[str, Any]], **kwargs: Any) -> C
 # ----------------------------------------------------------------------------------------- CLI
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``python -m evaluation.code_eval SAMPLES.jsonl [--out result.json]``."""
+    """CLI: ``python -m evaluation.code.score SAMPLES.jsonl [--out result.json]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m evaluation.code_eval")
+    ap = argparse.ArgumentParser(prog="python -m evaluation.code.score")
     ap.add_argument("samples", help="JSONL with task_id and solution|completion")
     ap.add_argument("--benchmark", choices=sorted(EVALPLUS_SETS), default="mbpp_plus")
     ap.add_argument("--dataset", default=None)

@@ -1,9 +1,9 @@
 """Do creditbench's MBPP+ verdicts equal EvalPlus's own? Score one samples file both ways and compare.
 
-    python -m evaluation.code_agreement SAMPLES.jsonl [--tsv verdicts.tsv] [--parallel 2]
-    python -m evaluation.code_agreement sample --model DIR --out SAMPLES.jsonl [--tasks 100 --n 4 ...]
+    python -m evaluation.code.agreement SAMPLES.jsonl [--tsv verdicts.tsv] [--parallel 2]
+    python -m evaluation.code.agreement sample --model DIR --out SAMPLES.jsonl [--tasks 100 --n 4 ...]
 
-``compare`` (the default) scores the samples with :func:`evaluation.code_eval.evaluate_evalplus`, exactly
+``compare`` (the default) scores the samples with :func:`evaluation.code.score.evaluate_evalplus`, exactly
 as the workflow calls it, and with EvalPlus's ``evalplus.evaluate.evaluate`` (base and plus tests, its
 default time limits) in a subprocess of its own, and prints ``agreement base k/N plus k/N`` and both wall
 times. EvalPlus insists on samples for every task of its dataset, so it runs on a copy of the pinned
@@ -34,7 +34,7 @@ from typing import Any
 
 from common.io import read_jsonl, write_jsonl_atomic, write_text_atomic
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, REPO_ROOT
-from evaluation.code_eval import _read_dataset
+from evaluation.code.score import read_dataset
 
 MBPP = DEFAULT_DATA_DIR / BENCHMARKS["mbpp_plus"].path
 EVALPLUS_CACHE = REPO_ROOT / ".cache" / "evalplus_agreement"
@@ -81,7 +81,7 @@ def evalplus_verdicts(samples: Sequence[dict[str, Any]], *, parallel: int = 2, d
     tasks = {s["task_id"] for s in samples}
     with tempfile.TemporaryDirectory(prefix="code_agreement_") as tmp:
         data = Path(tmp, "MbppPlus.jsonl")
-        data.write_text("".join(json.dumps(r) + "\n" for r in _read_dataset(dataset).values() if r["task_id"] in tasks))
+        data.write_text("".join(json.dumps(r) + "\n" for r in read_dataset(dataset).values() if r["task_id"] in tasks))
         path = Path(tmp, "samples.jsonl")
         path.write_text("".join(json.dumps(s) + "\n" for s in samples))
         env = {**os.environ, "MBPP_OVERRIDE_PATH": str(data), "XDG_CACHE_HOME": str(cache)}
@@ -106,7 +106,7 @@ def evalplus_verdicts(samples: Sequence[dict[str, Any]], *, parallel: int = 2, d
 
 def ours_verdicts(samples: Sequence[dict[str, Any]], *, parallel: int = 2) -> tuple[list[tuple[str, str]], float]:
     """``(base_status, plus_status)`` per sample from creditbench's scorer, as the workflow calls it."""
-    from evaluation.code_eval import SandboxConfig, evaluate_evalplus
+    from evaluation.code.score import SandboxConfig, evaluate_evalplus
 
     t0 = time.monotonic()
     res = evaluate_evalplus("mbpp_plus", samples, config=SandboxConfig(parallel=parallel))
@@ -130,7 +130,7 @@ def agreement(ours: Sequence[tuple[str, str]], theirs: Sequence[tuple[str, str]]
 
 
 def compare(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evaluation.code_agreement")
+    ap = argparse.ArgumentParser(prog="python -m evaluation.code.agreement")
     ap.add_argument("samples")
     ap.add_argument("--tsv", default=None)
     ap.add_argument("--parallel", type=int, default=2)
@@ -154,7 +154,7 @@ def compare(argv: Sequence[str]) -> int:
 
 
 def sample(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evaluation.code_agreement sample")
+    ap = argparse.ArgumentParser(prog="python -m evaluation.code.agreement sample")
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tasks", type=int, default=100)
@@ -173,7 +173,7 @@ def sample(argv: Sequence[str]) -> int:
     from evaluation.scoring import code_sample
     from evaluation.templates import render, stop_strings
 
-    canon = {r["task_id"]: len(r["canonical_solution"]) for r in _read_dataset(MBPP).values()}
+    canon = {r["task_id"]: len(r["canonical_solution"]) for r in read_dataset(MBPP).values()}
     problems = sorted(load_benchmark("mbpp_plus"), key=lambda p: (canon[p.id], p.id))[a.skip:a.skip + a.tasks]
     engine = HFBackend(a.model, batch_size=a.batch_size)
     prompts = [render(a.template, p, engine.tokenizer) for p in problems]

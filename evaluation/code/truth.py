@@ -6,7 +6,7 @@ cache dir. Here it is computed by ``get_groundtruth`` itself in a subprocess of 
 model-written code, and stored per task in ``<cache_dir>/<benchmark>/``: ``<task>-<row hash>.pkl``
 (0600, in a 0700 dir; the row hash ties it to the exact task text and inputs) with a ``.sha256`` sidecar
 written after it. Every load verifies the checksum; a missing or mismatching file is recomputed. The
-sandbox never sees these files (:mod:`evaluation.code_sandbox` builds its root without the cache or the
+sandbox never sees these files (:mod:`evaluation.code.sandbox` builds its root without the cache or the
 dataset), so model code can neither read nor poison them.
 """
 
@@ -86,7 +86,7 @@ def _compute(dataset: str, problems: Mapping[str, dict], cache: Path, timeout_s:
         src.write_bytes(pickle.dumps(dict(problems)))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "XDG_CACHE_HOME": tmp, "HOME": tmp,
                "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
-        proc = subprocess.run([sys.executable, "-m", "evaluation.code_truth", dataset, str(src)], cwd=tmp,
+        proc = subprocess.run([sys.executable, "-m", "evaluation.code.truth", dataset, str(src)], cwd=tmp,
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout_s,
                               check=False)
         result = Path(tmp) / "evalplus" / "truth.pkl"

@@ -1,6 +1,6 @@
 """Cell-by-cell regression check of result tables against committed references.
 
-``python -m evaluation.regress RESULTS_DIR REFERENCE_DIR [--tolerances FILE] [--update --reason TEXT]``
+``python -m evaluation.checks.regress RESULTS_DIR REFERENCE_DIR [--tolerances FILE] [--update --reason TEXT]``
 
 Compares every ``*.csv`` in ``RESULTS_DIR/tables`` (or ``RESULTS_DIR`` itself when it has no ``tables``
 folder) with the same-named CSV in ``REFERENCE_DIR``. Rows are matched by key columns (``method``,
@@ -430,11 +430,12 @@ def update_reference(results: Path, reference: Path, reason: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m evaluation.regress", description=__doc__.split("\n\n")[0]
+        prog="python -m evaluation.checks.regress", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("results", type=Path, help="results dir (its tables/ subfolder is used when present)")
     parser.add_argument(
-        "reference", type=Path, help="reference dir with the expected CSVs and tolerances.yaml"
+        "reference", type=Path, help="reference dir with the expected CSVs and tolerances.yaml (a run root: its "
+        "tables/)"
     )
     parser.add_argument(
         "--tolerances", type=Path, default=None, help="tolerance file (default REFERENCE/tolerances.yaml)"
@@ -446,6 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    for name, folder in (("results", args.results), ("reference", args.reference)):
+        if not args.update and not any(table_dir(folder).glob("*.csv")):
+            print(f"regress: {name} {folder}: no tables (*.csv) there or in its tables/; pass a run root or a "
+                  "tables folder (creditbench report writes them)", file=sys.stderr)
+            return EXIT_REFUSED
+    if not args.update:
+        args.reference = table_dir(args.reference)
     differences = [] if args.update else machine_differences(args.reference, machine_fingerprint())
     tol_path = args.tolerances or args.reference / "tolerances.yaml"
     if differences:

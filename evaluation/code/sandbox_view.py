@@ -2,7 +2,7 @@
 
 Run as root inside fresh mount and PID namespaces (``unshare --mount --pid --fork``), :func:`build_root`
 assembles a new root on a tmpfs and ``pivot_root``s into it, then the command is exec'd (e.g. ``setpriv
---reuid=nobody ... python -m evaluation.code_sandbox``):
+--reuid=nobody ... python -m evaluation.code.sandbox``):
 
 * read-only binds of the system directories (``/usr``, ``/etc``, ``/opt``; ``/bin`` & co. as their
   symlinks) and of the named paths (the interpreter, the venv, this checkout's ``evaluation`` package),
@@ -19,7 +19,7 @@ sandbox writes lives in its tmpfs mounts, which vanish with the namespace.
 
 Usage (as root, already inside the new mount and PID namespaces)::
 
-    python -m evaluation.sandbox_view --bind /root/.pyenv/versions/3.11.7 --work /sandbox --uid 65534 -- CMD ...
+    python -m evaluation.code.sandbox_view --bind /root/.pyenv/versions/3.11.7 --work /sandbox --uid 65534 -- CMD ...
 """
 
 from __future__ import annotations
@@ -125,9 +125,9 @@ def build_root(binds: Sequence[str], *, work: str, uid: int, hide: Sequence[str]
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv:
-        raise SystemExit("usage: python -m evaluation.sandbox_view --bind P ... --work DIR --uid N -- CMD ...")
+        raise SystemExit("usage: python -m evaluation.code.sandbox_view --bind P ... --work DIR --uid N -- CMD ...")
     split = argv.index("--")
-    ap = argparse.ArgumentParser(prog="python -m evaluation.sandbox_view")
+    ap = argparse.ArgumentParser(prog="python -m evaluation.code.sandbox_view")
     ap.add_argument("--bind", action="append", default=[], help="host path to show read-only")
     ap.add_argument("--hide", action="append", default=[], help="path to cover with an empty tmpfs")
     ap.add_argument("--work", required=True, help="the sandbox user's private work dir (a tmpfs)")

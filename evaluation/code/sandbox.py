@@ -3,9 +3,9 @@
 Trust design (why a forged pass is impossible, not merely hard):
 
 * **The answers never enter the sandbox.** A job carries the program, the entry point, EvalPlus's test
-  inputs and time limits, nothing else. The expected outputs stay in the scorer (:mod:`evaluation.code_truth`),
-  the dataset with its canonical solutions is not in the sandbox's file system (:mod:`evaluation.sandbox_view`),
-  and the verdict is computed by the scorer (:func:`evaluation.code_compare.check_outputs`). Whatever runs
+  inputs and time limits, nothing else. The expected outputs stay in the scorer (:mod:`evaluation.code.truth`),
+  the dataset with its canonical solutions is not in the sandbox's file system (:mod:`evaluation.code.sandbox_view`),
+  and the verdict is computed by the scorer (:func:`evaluation.code.compare.check_outputs`). Whatever runs
   in the sandbox, including a fully subverted harness, can only choose which *values* it reports; to have
   them accepted it must compute the right ones, i.e. solve the task. Forging the framing, the status or the
   values themselves therefore gains nothing; everything from the sandbox is parsed as hostile data
@@ -21,7 +21,7 @@ Trust design (why a forged pass is impossible, not merely hard):
   cannot ptrace it or open its ``/proc/1/fd`` or ``/proc/1/mem``. After every check it kills every other
   process of the sandbox (``kill(-1, SIGKILL)`` from PID 1), reaps them and empties the scratch dirs, so
   no daemon or file outlives its check; a detached one dies at the latest with the namespace.
-* **Limits** (recorded as :func:`evaluation.code_eval.limits_mechanism`): one uid per sandbox, so
+* **Limits** (recorded as :func:`evaluation.code.score.limits_mechanism`): one uid per sandbox, so
   ``RLIMIT_NPROC`` caps the whole sandbox's processes *and threads* (the kernel counts tasks per uid), and
   the sandboxes cannot signal each other; memory: every check process's ``RLIMIT_AS`` (EvalPlus's, lowered
   to the sandbox cap, inherited by all it forks) holds each process under the cap exactly, and the sum over
@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.code_compare import END, OK, RAISED, READY, encode_frame
+from evaluation.code.compare import END, OK, RAISED, READY, encode_frame
 
 GRACE_S = 1.0  # harness-side slack on top of EvalPlus's per-test limit (its own alarm fires first)
 POLL_S = 0.05  # resident-memory watch interval
@@ -112,7 +112,7 @@ def _child(meta: Mapping[str, Any], job_r: int, w: int) -> None:
 
         from evalplus.eval.utils import reliability_guard, swallow_io, time_limit
 
-        from evaluation.code_compare import _enc
+        from evaluation.code.compare import encode_value
 
         write, send = os.write, _send
         os.chdir(tempfile.mkdtemp())  # EvalPlus's create_tempdir (TMPDIR is in the sandbox's tmpfs)
@@ -128,7 +128,7 @@ def _child(meta: Mapping[str, Any], job_r: int, w: int) -> None:
                     out = fn(*inp)
                 if job["not_none"] and type(out) is not bool:  # EvalPlus judges only `out is not None` here
                     out = out is not None  # (re.Match results); a program could return this bool itself
-                frame = [i, OK, _enc(out)]
+                frame = [i, OK, encode_value(out)]
             except BaseException:  # noqa: BLE001  (EvalPlus: an exception fails the test, hence the check)
                 send(write, w, [i, RAISED])
                 break
@@ -427,7 +427,7 @@ class Cgroup:
     Detection reads ``/proc/self/cgroup`` (the ``0::`` line) and ``/proc/self/mountinfo`` (a ``cgroup2``
     mount): on a cgroup v1 machine there is no ``cgroup2`` mount, on a hybrid one the v2 tree holds no
     memory controller, and in both :meth:`create` returns None, so each process's RLIMIT_AS and the
-    resident-memory watch hold the cap instead (:func:`evaluation.code_eval.limits_mechanism`)."""
+    resident-memory watch hold the cap instead (:func:`evaluation.code.score.limits_mechanism`)."""
 
     def __init__(self, parent: Path, memory: int, pids: int):
         self.path = parent / f"creditbench-{os.getpid()}-{secrets.token_hex(4)}"

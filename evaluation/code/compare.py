@@ -56,7 +56,7 @@ def _numpy_scalars() -> dict[type, str]:
 _NUMPY = _numpy_scalars()
 
 
-def _enc(x: Any, depth: int = 0) -> Any:
+def encode_value(x: Any, depth: int = 0) -> Any:
     if depth > 200:
         raise Unserialisable("nested too deeply")
     t = type(x)
@@ -67,13 +67,13 @@ def _enc(x: Any, depth: int = 0) -> Any:
     if t is float:
         return x
     if t is list:
-        return [_enc(e, depth + 1) for e in x]
+        return [encode_value(e, depth + 1) for e in x]
     if t is tuple:
-        return {"t": [_enc(e, depth + 1) for e in x]}
+        return {"t": [encode_value(e, depth + 1) for e in x]}
     if t is set or t is frozenset:
-        return {"s" if t is set else "f": [_enc(e, depth + 1) for e in x]}
+        return {"s" if t is set else "f": [encode_value(e, depth + 1) for e in x]}
     if t is dict:
-        return {"d": [[_enc(k, depth + 1), _enc(v, depth + 1)] for k, v in x.items()]}
+        return {"d": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in x.items()]}
     if t is complex:
         return {"c": [x.real, x.imag]}
     if t is bytes:
@@ -82,13 +82,13 @@ def _enc(x: Any, depth: int = 0) -> Any:
         v = x.item()
         return {"n": [_NUMPY[t], [v.real, v.imag] if type(v) is complex else v]}
     if t in _DICTS:
-        return _enc(dict(x), depth + 1)
+        return encode_value(dict(x), depth + 1)
     raise Unserialisable(f"{t.__module__}.{t.__qualname__} is not a builtin type")
 
 
 def encode(value: Any) -> bytes:
     """``value`` as type-strict JSON bytes; :class:`Unserialisable` for anything else."""
-    return json.dumps(_enc(value), allow_nan=True, separators=(",", ":")).encode()
+    return json.dumps(encode_value(value), allow_nan=True, separators=(",", ":")).encode()
 
 
 def encode_frame(item: Sequence[Any]) -> bytes:
