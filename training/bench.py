@@ -57,8 +57,9 @@ from evaluation.generation.hf import sample_hf
 from training import data, model, sft
 from training.credit import rescoring
 from training.credit.cf import cf_spans
-from training.presets import PRESETS, Preset, get_preset
-from training.rl import forward_logp, grade_rollout, sample_rollout, shape_rewards, train
+from training.phases import forward_logp, grade_rollout, sample_rollout, shape_rewards
+from training.presets import PRESETS, Preset, distinct, get_preset
+from training.rl import train
 
 CONTROL = "dapo_control"
 PHASE_COLUMNS = ("rollout", "reward", "old_logp", "credit", "update", "total")
@@ -329,8 +330,8 @@ def trl_vs_native(cfg_path: Path, root: Path, model_dir: str, train_path: str, r
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", default=f"dapo,{CONTROL},grpo,delta,cf,forking_tokens,otb,ktae,w_reinforce,"
-                                              "clip_cov,kl_cov,gspo,gspo_token,ppo_critic")
+    parser.add_argument("--presets", default=",".join(["dapo", CONTROL, *distinct()]),
+                        help="comma-separated presets (default: every method once, presets.distinct)")
     parser.add_argument("--steps", type=int, default=6, help="rounds (one step of every preset each)")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)

@@ -29,6 +29,7 @@ from training.credit import TERM_NAMES, CreditBatch, get_token_advantage_fn, get
 from training.credit.batch import POSITION_STATS
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.presets import Preset
+from training.registry import get
 
 
 def response_mask_from_ids(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,7 +153,7 @@ def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[tor
         cache = max(1, int(round(preset.overlong_cache_frac * max_new_tokens)))
         rewards = rewards + losses.overlong_penalty(ro.response_mask.sum(-1), max_len=max_new_tokens,
                                                     cache_len=cache)
-    advantages = losses.OUTCOME_ADVANTAGES[preset.outcome_advantage](
+    advantages = get("outcome_advantage", preset.outcome_advantage).fn(
         rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std, **preset.outcome_knobs)
     loss_mask = ro.response_mask.clone()
     if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
@@ -337,3 +338,43 @@ def loop_credit_batch(model, ro: Rollout, old: OldForward, tokenizer, micro_batc
                               advantages=advantages, loss_mask=loss_mask, rewards=rewards, generator=generator,
                               logp_fn=logp_fn, edit_logp_fn=make_edit_logp_fn(model, ro, micro_batch_size,
                                                                               full_logp_fn=logp_fn, source=old.kv))
+
+
+def update_policy(model, opt, preset: Preset, rl: RLConfig, ro: Rollout, *, old_logp: torch.Tensor,
+                  advantages: torch.Tensor, weights: torch.Tensor, terms: Mapping[str, torch.Tensor],
+                  kl_ref: torch.Tensor | None, loss_mask: torch.Tensor, order: torch.Tensor,
+                  held: HeldForward | None) -> dict[str, float]:
+    """Phase 5: ``rl.mini_batches`` optimizer steps over the batch in ``order``, each accumulated over
+    micro-batches with the step's global token / sequence counts (so micro-batching never changes the loss);
+    the folded forward's held graphs (``held``) stand in for the micro-batch forwards. Returns the step's
+    loss, clip fraction and KL (the clip statistic is the policy loss's own, ``losses.per_token_loss``)."""
+    stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
+    total = max(float(loss_mask.sum()), 1.0)
+    mini_rows = -(-len(order) // rl.mini_batches)  # verl's ppo_mini_batch_size (the last one may be smaller)
+    mini_slices = list(chunked(len(order), mini_rows))
+    for mb in mini_slices:
+        idx_mb = order[mb]
+        num_seqs = float((loss_mask[idx_mb].sum(-1) > 0).sum())
+        opt.zero_grad(set_to_none=True)
+        for s in chunked(len(idx_mb), rl.micro_batch_size):
+            i = idx_mb[s]
+            num_tokens = losses.token_mean_normaliser(
+                preset.token_mean_normaliser, batch_tokens=float(loss_mask.sum()),
+                mini_batch_tokens=float(loss_mask[idx_mb].sum()), micro_batch_tokens=float(loss_mask[i].sum()),
+                mini_batches=len(mini_slices), mini_batch_rows=mini_rows, micro_batch_rows=len(i))
+            logp = held.logps.pop(0) if held is not None else forward_logp(
+                model, ro.prompt_ids[i], ro.prompt_mask[i], ro.response_ids[i], ro.response_mask[i])[0]
+            out = losses.per_token_loss(logp, old_logp[i], advantages[i], weights[i],
+                                        **{**preset.loss_kwargs(), **{k: v[i] for k, v in terms.items()}},
+                                        ref_logp=None if kl_ref is None else kl_ref[i], mask=loss_mask[i])
+            loss = losses.aggregate(out.per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
+                                    num_seqs=num_seqs, max_len=rl.max_new_tokens)
+            loss.backward()
+            m = loss_mask[i]
+            stats["loss"] += float(loss.detach())
+            stats["clip_frac"] += float((out.clipped.float() * m).sum()) / total
+            stats["kl"] += float((out.kl.detach() * m).sum()) / total
+        if rl.grad_clip > 0:
+            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.grad_clip))
+        opt.step()
+    return stats

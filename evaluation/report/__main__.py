@@ -75,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         looks=tuple(int(x) for x in args.looks.split(",") if x),
         spending=args.spending,
     )
+    if not (args.results / args.eval_dir).is_dir():
+        print(f"report: --results {args.results}: no {args.eval_dir}/ folder of summaries there; pass a results "
+              "tree (creditbench eval's --out, or the workflow's results/<run>)", file=sys.stderr)
+        return 2
     out = args.out or args.results / "tables"
     figures = (args.figures or args.results / "figures") if args.plots else None
     try:

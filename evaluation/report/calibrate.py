@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=Design.k)
     parser.add_argument("--seeds", type=int, default=Design.seeds)
     parser.add_argument("--interaction", type=float, default=Design.interaction)
-    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %)")
+    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %%)")
     parser.add_argument("--sequential", default="", metavar="LOOKS",
                         help="instead: the verdict column of the sequential design with looks at these seeds "
                              "(e.g. 3,6,9,12,16) at the first --seed-sd, beside fixed designs (--fixed-seeds)")

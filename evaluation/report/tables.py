@@ -41,11 +41,6 @@ from evaluation.report.stats import (
 log = logging.getLogger(__name__)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Tables
-# ----------------------------------------------------------------------------------------------------
-
-
 def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
     """[problems, seeds] per-problem accuracy (%, mean over samples), problems common to every seed."""
     series = [by_seed[s].per_problem() for s in sorted(by_seed)]
@@ -94,7 +89,8 @@ def drop_columns() -> list[Column]:
 def drop_note(data: pd.DataFrame, opts: ReportOptions) -> str:
     """The drop rule, and a warning naming every row whose failed, overlong or unanswered share exceeds
     ``opts.max_drop_pct``."""
-    over = [f"{row['label']} {key.replace('_', ' ')} {row[f'{key}_pct']:.1f} %" for _, row in data.iterrows()
+    over = [f"{row['label']}{f' step {row.step}' if 'step' in row else ''} {key.replace('_', ' ')} "
+            f"{row[f'{key}_pct']:.1f} %" for _, row in data.iterrows()
             for key in DROP_SHOWN[2:] if f"{key}_pct" in row and row[f"{key}_pct"] > opts.max_drop_pct]
     warning = (f"Warning: drops above {opts.max_drop_pct:g} % of the requested samples (report.max_drop_pct): "
                f"{'; '.join(over)}; these scores are not comparable with a run that kept its samples. ") if over else ""
@@ -318,20 +314,25 @@ def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
             clocks = [wall_clock_at(metrics, method, int(s), int(step)) for s in sub["seed"]]
             clocks = [c for c in clocks if not math.isnan(c)]
             row["time_wall_clock_s"] = float(np.mean(clocks)) if clocks else math.nan
+            row.update(drop_fields([r for r in res.evals if r.method == method and r.step == step]))
             rows.append(row)
     data = pd.DataFrame(rows)
+    if not data.empty:
+        data = as_counts(data)
     cols = [Column("Method", "label", kind="str", align="l"), Column("step", "step", kind="int")]
     cols += [Column(c, c, sd=f"{c}_sd") for c in [*benches, AVG]]
     cols += [
         Column("train acc", "train_accuracy", sd="train_accuracy_sd"),
         Column("wall-clock (s)", "time_wall_clock_s", digits=0),
         Column("seeds", "seeds", kind="int"),
+        *drop_columns(),
     ]
     caption = (
         f"Learning curve: avg@k (%) per evaluated step, mean ± sd over seeds ({AVG} over the main-table "
         "benchmarks); training accuracy (%) at that step"
     )
-    return Table("learning", caption, data, tuple(cols), footer)
+    note = drop_note(data, opts) if not data.empty else ""
+    return Table("learning", caption, data, tuple(cols), footer, note=note)
 
 
 def _seed_mean(run: pd.DataFrame, col: str) -> float:

@@ -27,15 +27,14 @@ def _run(tiny_env, run_dir, monkeypatch, name, **rl):
             grads.append([p.grad.clone() for g in self.param_groups for p in g["params"]])
             return super().step(closure)
 
-    real_forward = rl_module.forward_logp
+    real_forward = phases_module.forward_logp
 
     def counting_forward(model, *args, **kwargs):
         forwards.append(torch.is_grad_enabled())
         return real_forward(model, *args, **kwargs)
 
     monkeypatch.setattr(rl_module.torch.optim, "AdamW", RecordingAdamW)
-    monkeypatch.setattr(rl_module, "forward_logp", counting_forward)  # phase 5's forward
-    monkeypatch.setattr(phases_module, "forward_logp", counting_forward)  # phase 3's (and the folded update's)
+    monkeypatch.setattr(phases_module, "forward_logp", counting_forward)  # phases 3 and 5 (phases.update_policy)
     cfg = _cfg(tiny_env, steps=2, checkpoint_every=2, **rl)
     train(cfg, get_preset(name), seed=3, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]),
           run_dir=str(run_dir), reward_fn=digit_reward)
