@@ -48,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spending", choices=SPENDING, default="obf")
     args = parser.parse_args(argv)
     looks = [int(x) for x in args.looks.split(",")]
-    out = plan(load_results(args.results), methods=args.methods.split(","), baseline=args.baseline, looks=looks, look=args.look,
-               alpha=args.alpha, margin=args.equivalence_margin, kind=args.spending)
+    out = plan(load_results(args.results), methods=args.methods.split(","), baseline=args.baseline, looks=looks,
+               look=args.look, alpha=args.alpha, margin=args.equivalence_margin, kind=args.spending)
     write_text_atomic(args.out, json.dumps(out, indent=2, sort_keys=True) + "\n")
     for method, v in out["verdicts"].items():
         nxt = out["seeds"].get(method, "-")
