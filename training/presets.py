@@ -241,6 +241,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # GSPO, arXiv 2507.18071 §4-5: sequence ratio, eps 3e-4 / 4e-4, sequence-mean loss (TRL loss_type="grpo")
     "gspo": _GSPO,
     "gspo_token": replace(_GSPO, name="gspo_token", ratio_level="sequence_token"),  # verl compute_policy_loss_gspo
+    # CISPO, MiniMax-M1 arXiv 2506.13585 §3.1: the IS weight clipped and detached, no lower bound (eps_low 1:
+    # "we only tuned eps_high"), eps_max = 1 + 4 = 5 (ScaleRL arXiv 2510.13786 via TRL's GRPOConfig docs); DAPO's rest
+    "cispo": replace(_DAPO, name="cispo", policy_loss="cispo", eps_low=1.0, eps_high=4.0, dual_clip_c=None),
     # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
     # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
     "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae",
