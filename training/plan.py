@@ -573,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = load_config(args.config)
         plan = make_plan(cfg, gpus=args.gpus, gpu_mem_gb=args.gpu_mem_gb, gpu_type=args.gpu_type, nodes=args.nodes, a=a,
                          host_mem_gb=args.host_mem_gb)
+    except OSError as exc:
+        print(f"plan: {args.config}: {exc.strerror}; pass a recipe YAML (e.g. config/config.yaml)", file=sys.stderr)
+        return 2
     except (ConfigError, ValueError, KeyError) as exc:
         print(f"plan: {exc}", file=sys.stderr)
         return 2  # a user error, as creditbench eval's
