@@ -41,11 +41,6 @@ from evaluation.report.stats import (
 log = logging.getLogger(__name__)
 
 
-# ----------------------------------------------------------------------------------------------------
-# Tables
-# ----------------------------------------------------------------------------------------------------
-
-
 def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
     """[problems, seeds] per-problem accuracy (%, mean over samples), problems common to every seed."""
     series = [by_seed[s].per_problem() for s in sorted(by_seed)]
