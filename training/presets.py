@@ -251,6 +251,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
                       token_terms="archer", terms_knobs={"entropy_quantile": 0.8, "low_eps_low": 0.2,
                                                      "low_eps_high": 0.2, "high_eps_low": 0.5, "high_eps_high": 0.5,
                                                      "kl_coef": 0.001, "high_kl_scale": 0.0}),
+    # Entropy advantage, Cheng et al. arXiv 2506.14758: alpha 0.4, kappa 2 (the paper's GRPO setting); DAPO's rest
+    "entropy_adv": replace(_DAPO, name="entropy_adv", token_advantage="entropy_advantage",
+                           advantage_knobs={"alpha": 0.4, "kappa": 2.0}),
     # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
     # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
     "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae",

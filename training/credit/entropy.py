@@ -5,6 +5,9 @@
   Constraints for RLVR"; code ``wizard-III/ArcherCodeR``, ``dp_actor.update_policy`` and
   ``core_algos.compute_policy_loss``): each response's tokens above its entropy quantile get a looser clip and a
   weaker KL, the rest a tighter clip and the full KL.
+- :func:`entropy_advantage` (Cheng et al. 2025, arXiv 2506.14758, "Reasoning with Exploration: An Entropy
+  Perspective", the entropy-based advantage): A_t + min(alpha * sg(H_t), |A_t| / kappa), a bonus on uncertain
+  tokens that never flips the sign of A_t (kappa > 1) and leaves the gradient's direction to the advantage.
 """
 
 from __future__ import annotations
@@ -53,3 +56,17 @@ def archer(batch: "CreditBatch", *, entropy_quantile: float, low_eps_low: float,
     return {"eps_low": torch.where(high, high_eps_low, low_eps_low) * full,
             "eps_high": torch.where(high, high_eps_high, low_eps_high) * full,
             "kl_beta": torch.where(high, high_kl_scale * n / n_high, kl_coef * n / n_low) * full}
+
+
+@register("token_advantage", reads={"entropy"}, backends=("native",), cite="Cheng et al. arXiv 2506.14758")
+def entropy_advantage(batch: "CreditBatch", *, alpha: float, kappa: float) -> Tensor:
+    """A_t + psi_t, psi_t = min(alpha * H_t, |A_t| / kappa) with H_t the detached entropy of pi_old at response
+    position t (Cheng et al.: "entropy-based advantage shaping", clipped so that it cannot dominate A_t nor
+    reverse its sign). A_t is the sequence advantage A_i broadcast over its tokens (GRPO's). [B, R], 0 off the mask.
+    """
+    if kappa <= 1.0:
+        raise ValueError(f"entropy_advantage: kappa must be > 1 (psi <= |A| / kappa keeps the sign), got {kappa}")
+    mask = batch.response_mask
+    adv = batch.advantages.unsqueeze(-1).expand_as(mask) if batch.advantages.dim() == 1 else batch.advantages
+    psi = torch.minimum(alpha * batch.entropy.detach().to(adv.dtype), adv.abs() / kappa)
+    return (adv + psi) * mask
