@@ -269,12 +269,21 @@ def expand_sets(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'gsm8k'?)`` for a near miss among ``known`` (difflib's ratio >= 0.6), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def get_benchmark(name: str) -> Benchmark:
     """Return the registry entry for ``name`` or raise a :class:`KeyError` listing known names."""
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}; registered: {', '.join(sorted(BENCHMARKS))}") from None
+        raise KeyError(f"unknown benchmark {name!r}{did_you_mean(name, list(BENCHMARKS))}; registered: "
+                       f"{', '.join(sorted(BENCHMARKS))}") from None
 
 
 def resolve_gpqa_dir(gpqa_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -549,6 +558,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="subset of registered names (default: all)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        print(f"benchmarks verify: unknown set {unknown[0]!r}{did_you_mean(unknown[0], list(BENCHMARKS))}; see "
+              "`creditbench benchmarks list`", file=sys.stderr)
+        return 2
     failed = 0
     for name in args.names or list(BENCHMARKS):
         try:
