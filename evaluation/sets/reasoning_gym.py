@@ -236,6 +236,8 @@ def write_sets(data_dir: str | Path) -> dict[str, str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(path, heldout_rows(name))
         out[name] = sha256_file(path)
+    sums = "".join(f"{sha}  {Path(RG_SETS[n].path).name}\n" for n, sha in out.items())  # sha256sum -c format
+    (Path(data_dir) / RG_DIR / "SHA256SUMS").write_text(sums)
     return out
 
 
