@@ -69,7 +69,7 @@ def test_every_table_row_carries_the_drops_with_their_rule_and_the_threshold_war
                             "--audit-max-samples", "0"]) == 0
     tables = out / "tables"
     drops = summary["drops"]
-    for name in ("main", "failures"):
+    for name in ("main", "failures", "learning", "rliable"):
         header, row = (tables / f"{name}.csv").read_text().splitlines()[:2]
         cells = dict(zip(header.split(","), row.split(",")))
         assert (int(cells["requested"]), int(cells["graded"]), int(cells["failed"]), int(cells["overlong"])) == \
