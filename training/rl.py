@@ -37,6 +37,7 @@ import argparse
 import os
 import resource
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,6 +56,7 @@ from training.checkpoint import open_run, publish_checkpoint, restore_rng_state,
 from training.credit import get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
 from training.critic import critic_state, critic_update, make_critic
+from training.launch import check_allocation
 from training.phases import (
     folds_old_logp,
     grade_rollout,
@@ -218,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
+    problem = check_allocation(cfg)  # under SLURM: the GPUs, tasks and world size the plan assumed
+    if problem:
+        sys.exit(problem)
     preset = get_preset(args.method, cfg.algorithms.get(args.method))
     run = Path(args.run_dir)
     run.mkdir(parents=True, exist_ok=True)

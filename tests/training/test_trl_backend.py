@@ -376,3 +376,27 @@ def test_clip_statistic_is_the_losss_own_in_both_backends_for_gspo(tiny_env, tmp
     token_level = float((((logp - old).exp() - 1).abs() > 3e-4).float().mul(mask).sum() / mask.sum())
     assert native["clip_frac"] == pytest.approx(want, abs=1e-6) and trl_clip == pytest.approx(want, abs=1e-6)
     assert token_level > want + 0.2  # what the TRL backend logged before: the test tells the two apart
+
+
+def test_cispo_equals_trls_own_cispo_loss(tiny_env, tmp_path):
+    """The adapter's CISPO loss and gradients equal TRL 1.16's own ``loss_type="cispo"`` code (the base class's
+    ``_compute_loss``, ``epsilon_high`` = 1 + eps_high) on the same inputs, at ratios far from 1."""
+    from trl import GRPOTrainer
+
+    preset, cfg, trainer, model, (g, p_ids, p_mask, c_ids, c_mask, adv), logp = _adapter_batch(tiny_env, tmp_path,
+                                                                                                "cispo")
+    old = logp + 0.8 * torch.randn(logp.shape, generator=g)  # ratios e^(+-2): clipped above 5 and kept below
+    inputs = {"prompt_ids": p_ids, "prompt_mask": p_mask, "completion_ids": c_ids, "completion_mask": c_mask,
+              "advantages": adv, "num_items_in_batch": c_mask.sum(), "old_per_token_logps": old,
+              "token_weights": c_mask.float()}
+    got = trainer._compute_loss(model, inputs)
+    trainer.loss_type, trainer.epsilon_high = "cispo", 1 + preset.eps_high
+    want = GRPOTrainer._compute_loss(trainer, model, {k: v for k, v in inputs.items() if k != "token_weights"})
+    assert trainer._metrics["train"]["cispo_clip_ratio"][-1] > 0  # some tokens are clipped
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    grads = []
+    for loss in (got, want):
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-7)
