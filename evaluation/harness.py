@@ -183,7 +183,7 @@ def load_model(args: argparse.Namespace, plan: Plan) -> Any:
 def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[str, Any]:
     """Evaluate the planned sets; writes ``run.json`` (once the model has loaded, so a failed start leaves
     ``--out`` free), ``eval.log`` (progress), the cache, ``samples_<set>.jsonl`` and ``results.json``."""
-    from evaluation import progress
+    from evaluation.generation import progress
 
     t0 = time.perf_counter()
     start = dt.datetime.now(dt.timezone.utc)
