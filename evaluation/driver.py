@@ -324,7 +324,7 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
                           context: int | None) -> tuple[list[dict], dict[str, Any]]:
     """:func:`generate_set` problem by problem, each seeded by :func:`problem_seed` and capped at the
     context, through the per-sample cache when there is one: only problems without a valid entry are
-    generated (batches of ``batch_size // k`` problems with the same budget), each cached once done."""
+    generated (vLLM: batches of ``batch_size // k`` problems with the same budget), each cached once done."""
     from dataclasses import replace
 
     from evaluation.generation.progress import Progress, note
@@ -342,7 +342,9 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
         note(f"{name}: {len(problems) - len(todo)} of {len(problems)} problems from the cache, {len(todo)} to "
              "generate")
         path.parent.mkdir(parents=True, exist_ok=True)
-    per_batch = max(1, sampling.batch_size // sampling.k)
+    # vLLM seeds each request apart and batches them; HF generates a seeded prompt alone anyway, so one
+    # problem a call costs nothing and moves the progress line problem by problem
+    per_batch = max(1, sampling.batch_size // sampling.k) if getattr(engine, "batches_seeded_prompts", False) else 1
     batches: list[list[int]] = []
     for i in todo:
         if batches and len(batches[-1]) < per_batch and budgets[batches[-1][0]] == budgets[i]:
