@@ -216,7 +216,7 @@ def sample_key(cache: Cache, name: str, problem_id: str, prompt: str, knobs: Map
 def read_cache(path: Path, field_name: str) -> dict[str, Any]:
     """key -> value of a cache file; a corrupt line (torn by a kill, edited, truncated) is named on stderr
     and skipped, so its problem is generated again instead of failing the run."""
-    from evaluation.generation.progress import note
+    from common.progress import note
 
     out: dict[str, Any] = {}
     if not path.is_file():
@@ -327,7 +327,7 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
     generated (vLLM: batches of ``batch_size // k`` problems with the same budget), each cached once done."""
     from dataclasses import replace
 
-    from evaluation.generation.progress import Progress, note
+    from common.progress import Progress, note
 
     record = sampling.record(template)
     prompts, budgets, cut = fit_context(prompts, getattr(engine, "tokenizer", None), context, sampling.max_new_tokens)
@@ -407,7 +407,7 @@ def mcq_sets(engine: Any, model_dir: str, subsets: Mapping[str, list[Problem]], 
              context: int | None = None) -> dict[str, tuple[list[dict], dict[str, Any]]]:
     """The multiple-choice sets through lm-eval (``evaluation.mcq.loglikelihood_sets``), cached per item:
     only the items without a cache entry go to lm-eval; its per-set accuracies are recomputed over all."""
-    from evaluation.generation.progress import note
+    from common.progress import note
     from evaluation.mcq import loglikelihood_sets
 
     keys = {n: [_mcq_key(cache, n, p, sampling, [q.id for q in ps]) if cache else p.id for p in ps]

@@ -34,13 +34,13 @@ def _same_answer(bench, timeout_s: float):
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
                   workers: int, progress: str | None = None) -> list[list[Verdict]]:
     """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for.
-    ``progress``: the bar's name (``evaluation.generation.progress``), problem by problem."""
+    ``progress``: the bar's name (``common.progress``), problem by problem."""
     if workers > 1:
         pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
         flat = grade_many(pairs, dataset=rule, timeout_s=timeout_s, workers=workers)
         k = len(texts[0]) if texts else 0
         return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
-    from evaluation.generation.progress import Progress
+    from common.progress import Progress
 
     out = []
     with Progress(progress, total=len(problems)) if progress else nullcontext() as bar:
@@ -180,7 +180,7 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
     if loglikelihood:
         verdicts = grade_letters(problems, texts)
     elif bench.kind == "code":
-        from evaluation.generation.progress import Progress
+        from common.progress import Progress
 
         with Progress(f"{benchmark} code scoring (EvalPlus, one sandbox call)", total=len(problems)) \
                 if progress else nullcontext() as bar:

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("evaluation.grading.__main__", "grade a JSONL of prediction/answer pairs with the answer checker"),
     "benchmarks": ("", "list the registered sets, or verify their files (sha256, count)"),
     "plan": ("training.plan", "jobs, tokens, GPU-hours and peak GPU memory of a recipe"),
+    "contamination": ("evaluation.contamination", "a model's reconstruction of test problems from their first 60 % "
+                      "(vs a shuffled control) beside the sets' n-gram overlap with training data"),
     "report": ("evaluation.report.__main__", "tables (and figures) of a results tree"),
     "compare": ("evaluation.report.compare", "models compared: creditbench eval runs, paired per problem"),
     "regress": ("evaluation.checks.regress", "compare result tables cell by cell against a reference"),

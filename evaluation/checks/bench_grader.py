@@ -1,6 +1,7 @@
 """Throughput benchmark: this checker vs Math-Verify on the same realistic (response, gold) pairs.
 
-``python -m evaluation.checks.bench_grader [--n 5000] [--seed 0] [--workers N] [--cases DIR]``
+``python -m evaluation.checks.bench_grader [--n 5000] [--seed 0] [--workers N] [--cases DIR]
+[--adversarial F] [--load L]``
 
 Pairs are generated deterministically from the real golds of MATH-500, GSM8K (test) and AIME 24/25/26:
 correct answers in several output formats (``\\boxed{}``, "The final answer is", ``####``, ``\\dfrac``,
@@ -12,7 +13,10 @@ that issue 18 reports from real generations (SmolLM2-135M-Instruct on MATH-500/G
 (``*.tsv``) in DIR (hard inputs: ``cases_throughput_ratio_vs_math_verify <x>``).
 Both checkers run single-threaded in this process (ours with its sympy worker subprocess);
 Math-Verify gets the gold wrapped in ``$...$`` as recommended.  Prints pairs/s for each checker,
-``throughput_ratio_vs_math_verify <x>`` and the agreement count.
+``throughput_ratio_vs_math_verify <x>`` and the agreement count.  ``--adversarial F`` mixes in a fraction F of
+inputs built to be slow (:data:`_ADVERSARIAL`, dataset ``adv``) and ``--load L`` runs L busy processes beside
+both timed loops: the ratio on a mix with adversarial inputs under load, and how many verdicts of ours took
+longer than ``--timeout``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,41 @@ _COT = (
 _WARM = (("\\boxed{x+1}", "1+x"), ("\\boxed{-x > -3}", "x < 3"), ("\\boxed{y = 2x - 3}", "y = 2x + 3"),
          ("\\boxed{\\sqrt{2\\sqrt{2}+3}}", "\\sqrt{3+2\\sqrt{2}}"), ("\\boxed{(x+1)^2}", "x^2+2x+1"))
 _ECHO = "Please reason step by step, and put your final answer within \\boxed{}.\n"
+
+
+# Inputs built to be slow (our own, in the spirit of the linear-time tests and public checker issues): huge
+# strings for extraction, and answers whose symbolic comparison explodes (power towers, high powers, long
+# sums, deep nesting, an integral) for the sympy path.  Each checker spends at most its timeout on one.
+_ADVERSARIAL = (
+    ("\\boxed{" * 50_000, "1"), ("{" * 50_000 + "\\boxed{1}", "1"), ("1, " * 50_000, "1"),
+    ("\\frac{" * 20_000, "1"), ("The answer is " + "(" * 20_000, "1"), ("$" * 50_000, "1"),
+    ("\\boxed{9^{9^{9^{9}}}}", "1"), ("\\boxed{10^{10^{10}}}", "10"), ("\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "65536"),
+    ("\\boxed{(x+1)^{200} - (x-1)^{200}}", "x^2+1"), ("\\boxed{\\sin(x)^{100} + \\cos(x)^{100}}", "1"),
+    ("\\boxed{" + "+".join(f"x^{{{i}}}" for i in range(150)) + "}", "\\frac{x^{150}-1}{x-1}"),
+    ("\\boxed{(" + "x+" * 60 + "1)^{30}}", "y"), ("\\boxed{" + "(" * 40 + "1" + ")" * 40 + "}", "1"),
+    ("\\boxed{x^{x^{x^{x^{x}}}} = 2}", "x=\\sqrt{2}"), ("\\boxed{\\int_0^1 e^{-x^2} dx}", "0.746824"),
+    ("\\boxed{\\frac" + "{1}" * 130 + "}", "1"), ("\\boxed{1000!}", "1000"),
+)
+
+
+def mix_adversarial(pairs: list[tuple[str, str, str]], fraction: float) -> list[tuple[str, str, str]]:
+    """``pairs`` with adversarial ones (dataset ``adv``) spread evenly, ``fraction`` of the result."""
+    if fraction <= 0:
+        return pairs
+    k = max(1, round(len(pairs) * fraction))
+    out = list(pairs)
+    for i in range(k):
+        r, g = _ADVERSARIAL[i % len(_ADVERSARIAL)]
+        out.insert(round((i + 0.5) * len(out) / k), (r, g, "adv"))
+    return out
+
+
+def _busy_loops(n: int) -> list:
+    """``n`` busy processes at nice 5 beside the bench (the load of a shared machine); the caller kills them."""
+    import subprocess
+    import sys
+
+    return [subprocess.Popen(["nice", "-n", "5", sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
 def _load(path: Path, key: str) -> list[str]:
@@ -160,29 +199,39 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--workers", type=int, default=1, help="also time grade_many with this many workers")
     ap.add_argument("--cases", type=Path, default=None, help="directory of case tables (*.tsv) to score")
+    ap.add_argument("--adversarial", type=float, default=0.0,
+                    help="fraction of adversarial pairs mixed in (dataset 'adv'; e.g. 0.01)")
+    ap.add_argument("--load", type=int, default=0, help="busy processes (nice 5) running beside the timed loops")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    pairs = build_pairs(args.n, args.seed)
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # its timeouts log the whole input
+    pairs = mix_adversarial(build_pairs(args.n, args.seed), args.adversarial)
     for r, g in _WARM:  # start our sympy worker, import Math-Verify, and load the parts of sympy that both
         grade(r, g)  # import lazily (solvers, radicals, equations), outside the timed region
         _mv_grade(r, g)
 
     per_ds: dict[str, list[float]] = {}  # dataset -> [n, ours seconds, math-verify seconds]
     ours, mv = [], []
-    t0 = time.perf_counter()
-    for r, g, d in pairs:
-        t = time.perf_counter()
-        ours.append(grade(r, g, dataset=d, timeout_s=args.timeout))
-        acc = per_ds.setdefault(d, [0, 0.0, 0.0])
-        acc[0] += 1
-        acc[1] += time.perf_counter() - t
-    t_ours = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for r, g, d in pairs:
-        t = time.perf_counter()
-        mv.append(_mv_grade(r, g))
-        per_ds[d][2] += time.perf_counter() - t
-    t_mv = time.perf_counter() - t0
+    load = _busy_loops(args.load)
+    try:
+        t0 = time.perf_counter()
+        for r, g, d in pairs:
+            t = time.perf_counter()
+            ours.append(grade(r, g, dataset=None if d == "adv" else d, timeout_s=args.timeout))
+            acc = per_ds.setdefault(d, [0, 0.0, 0.0])
+            acc[0] += 1
+            acc[1] += time.perf_counter() - t
+        t_ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for r, g, d in pairs:
+            t = time.perf_counter()
+            mv.append(_mv_grade(r, g))
+            per_ds[d][2] += time.perf_counter() - t
+        t_mv = time.perf_counter() - t0
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
 
     agree = sum(o.correct == m for o, m in zip(ours, mv))
     reasons = Counter(o.reason for o in ours)
@@ -207,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     for d, (n, t_o, t_m) in sorted(per_ds.items()):
         print(f"  {d:<6} pairs {int(n):>5}  ours {n / t_o:8.1f}/s  "
               f"math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
-    print(f"worst_case_latency_s {worst:.3f}")
+    print(f"worst_case_latency_s {worst:.3f}; timeout {args.timeout} s; over budget "
+          f"{sum(o.seconds > args.timeout for o in ours)}")
     if args.cases is not None:
         case_accuracy(args.cases, args.timeout)
 

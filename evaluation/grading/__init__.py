@@ -57,9 +57,10 @@ Equivalence conventions
   ``|pred - gold| <= quantum / 2`` where quantum is the gold's last decimal place
   (``0.15`` accepts ``0.1500``, ``3/20`` and ``0.149``; rejects ``0.2``).  A decimal whose
   fraction digits are all zero (``27.0``, as AMC golds are stored) is an exact integer.
-* **Percent** (as a careful human grader reads it): a ``%`` on the prediction divides its value by 100,
-  so a stray ``%`` changes the value (``25%`` != ``25``) and a percent for a probability gold is right
-  when equal (``10%`` == ``0.1``).  Against a percent gold a bare number reads as that many percent:
+* **Percent**: against a bare gold a ``%`` on the prediction names either the gold itself (the unit a
+  "what percent" question asks for, which MATH and GSM8K store bare: ``25%`` == ``25``) or its hundredth
+  (a percent for a probability gold: ``10%`` == ``0.1``; ``3%`` != ``0.3``).  Against a percent gold a
+  bare number reads as that many percent:
   ``10`` matches ``10\\%``; a bare decimal or fraction (``0.1``, ``\\frac{1}{10}``) is wrong.
   Without a ``%`` on either side ``50`` != ``0.5``.
 * **Angles**: ``90^\\circ`` matches ``90`` and a degree mark on the prediction matches a bare gold;
@@ -101,12 +102,12 @@ Equivalence conventions
   (``\\text{(C)}``) match ``C``, ``(C)``, ``\\text{C}``.  An AMC gold with letter and value
   (``\\textbf{(B) }14``) accepts the letter, the value (in any equal form) or both; a wrong letter is wrong
   whatever value follows it, and the right letter with a wrong value is wrong.
-* **Datasets**: ``gsm8k`` golds may be full solutions (the part after ``####`` is used), and GSM8K
-  stores the answer to "what percent" bare, so there ``40%`` also matches the gold ``40``;
+* **Datasets**: ``gsm8k`` golds may be full solutions (the part after ``####`` is used);
   ``aime`` answers must be integers 0-999 (leading zeros allowed).
 * **Limits**: inputs longer than 2000 characters or nested deeper than 60 brackets are
-  ``parse_error``; every sympy check runs in a worker subprocess killed after ``timeout_s``
-  (``timeout``), which works off the main thread and inside daemonic worker processes.  The
+  ``parse_error``; every sympy check runs in a worker subprocess that stops itself (an interval timer) a
+  little before ``timeout_s`` and answers ``timeout``, and is killed at ``timeout_s`` when it does not, which
+  works off the main thread and inside daemonic worker processes: a timeout costs its budget, not a restart.  The
   worker (a plain ``subprocess``, ``python -m evaluation.grading.worker``, 4 GiB address-space limit) starts
   on first use and takes about 3 s to import sympy and warm its parser; that start-up is not counted against
   ``timeout_s``.  A killed worker is replaced in the background.  Workers are per process
@@ -134,6 +135,14 @@ Changelog
   at their one grading): a decimal comma with four or more digits (``0,35625``) in a closing sentence; a
   closing clause after "so"/"therefore"/"thus"/"hence" with one value and words after it ("..., so Robert
   went down the slide 84 times."); choice letters in ``\\mathrm{}``/``\\mathbf{}`` (``\\mathrm{(A)}``).
+* ``creditbench-grader/6`` (2026-12-06, issue 38): thousands grouped by a LaTeX thin space (``12\\,345``) in a
+  closing sentence; a ``%`` on the prediction matches the bare gold it names in every dataset (``25%`` ==
+  ``25``; was GSM8K only); a closing sentence ending in bare LaTeX without dollars ("Hence the angle is
+  \\frac{\\pi}{6}."); a last line whose ``$`` signs are all currency (``3 * $15 = $45``) is an equation, not
+  math spans; a leaked turn whose template tokens were decoded away (bare ``user`` line), ``[INST]`` and
+  ``### Instruction:`` are cut; an equation whose left side is a sum (``\\sum``, ``\\prod``, ``\\int``, an
+  elided series ``a_1 + \\cdots + a_n``) compares its right side; the sympy worker stops itself at its budget
+  (no restart after a timeout).
 """
 
 from __future__ import annotations
@@ -147,10 +156,10 @@ from dataclasses import dataclass
 from common.records import REASONS
 from evaluation.grading.equivalence import fast_verdict
 from evaluation.grading.extract import answer_start, extract_answer, last_boxed, prepare_gold
-from evaluation.grading.normalize import MAX_LEN
+from evaluation.grading.normalize import MAX_LEN, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/5"
+GRADER_VERSION = "creditbench-grader/6"
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +199,13 @@ def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: fl
         g = prepare_gold(gold, dataset)
         if len(extracted) > MAX_LEN or len(g) > MAX_LEN:  # the cap comes before any normalisation
             return Verdict(False, extracted[:MAX_LEN], "parse_error", time.perf_counter() - t0)
-        reason = fast_verdict(extracted, g, dataset)
+        pred, g = drop_restated_side(extracted), drop_restated_side(g)
+        reason = fast_verdict(pred, g, dataset)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         log.warning("grader fast path failed on %r / %r", response[-200:], gold, exc_info=True)
         return Verdict(False, extracted, "parse_error", time.perf_counter() - t0)
     if reason is None:
-        reason = slow_in_worker(extracted, g, dataset, timeout_s)
+        reason = slow_in_worker(pred, g, dataset, timeout_s)
     return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
 
 
@@ -209,6 +219,7 @@ def equivalent(answer: str, other: str, *, dataset: str | None = None, timeout_s
         g = prepare_gold(other, dataset)
         if len(answer) > MAX_LEN or len(g) > MAX_LEN:
             return False
+        answer, g = drop_restated_side(answer), drop_restated_side(g)
         reason = fast_verdict(answer, g, dataset)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         return False

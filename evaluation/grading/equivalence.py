@@ -95,7 +95,7 @@ def fast_verdict(pred: str, gold: str, dataset: str | None) -> str | None:
         aime_gold = dataset == "aime" and g_num.value.denominator == 1
         if aime_gold and (p_num.value.denominator != 1 or not 0 <= p_num.value <= 999):
             return "wrong"
-        return "correct" if numbers_equal(p_num, pn, g_num, gn, bare_percent_gold=dataset == "gsm8k") else "wrong"
+        return "correct" if numbers_equal(p_num, pn, g_num, gn) else "wrong"
     if gn.is_text or pn.is_text:
         if gn.is_text and pn.is_text:
             a = re.sub(r"^(?:the|a|an) ", "", pn.text.lower()).strip()

@@ -22,12 +22,13 @@ _GAP_SEP_RE = re.compile(r",|;|&|\band\b|\bor\b|\\quad")
 _TURN_RE = re.compile(
     r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_of_text|user|assistant|system)\|>"
     r"|<(?:end|start)_of_turn>|</s>|\n(?:Human|User|USER|Assistant|ASSISTANT|Question|Problem)\s*:"
-)
+    r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{2,4}\s*(?:Instruction|Input|Human|User)\s*:?[ \t]*\n"
+)  # the last line: a template's role line whose special tokens were decoded away, Llama-2 and Alpaca turns
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
 _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
         r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])(?:\s?\\?%)?"  # decimal comma 3,75 0,35625 (1,250: thousands)
-        r"|(?:\d{1,3}(?:(?:,|\s)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
+        r"|(?:\d{1,3}(?:(?:,|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
         r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
 _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
@@ -41,6 +42,18 @@ _CLOSING_SO_RE = re.compile(
     rf"(?i)(?:^|,|;)\s*(?:so|therefore|thus|hence)\b,?\s+(?:[a-zA-Z'\-]+\s+){{0,10}}?(?<![\w.])({_NUM})"
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
+# an unboxed closing value in bare LaTeX, no dollars ("Hence the angle is \frac{\pi}{6}."): atoms are commands,
+# brace groups (nested to depth 3), numbers and operators, so the run stops at the first English word
+_BAL = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"
+_TEX_ATOM = rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|[\^_+\-*/()|!']|\\[,;!])"
+_CLOSING_TEX_RE = re.compile(
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bto)\s+(?:about\s+|approximately\s+)?"
+    rf"([-+]?{_TEX_ATOM}(?:\s*{_TEX_ATOM})*)(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,8}}\s*[.!]?\s*$"
+)
+# "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
+# signs are money, not math delimiters
+_DOLLAR_RE = re.compile(r"(?<!\\)\$")
+_CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
@@ -129,9 +142,17 @@ def _chain_value(expr: str) -> str:
     return parts[-1].strip()
 
 
+def _money_signs_dropped(line: str) -> str:
+    """``3 * $15 = $45`` -> ``3 * 15 = 45`` when every ``$`` of ``line`` is a currency sign (else unchanged)."""
+    n = len(_DOLLAR_RE.findall(line))
+    return _CURRENCY_RE.sub("", line) if n and len(_CURRENCY_RE.findall(line)) == n else line
+
+
 def _phrase_tail(tail: str) -> str | None:
     """The answer in the text following an "answer is" phrase."""
     t = tail.strip().replace("**", "").strip()
+    first, nl, rest = t.partition("\n")
+    t = _money_signs_dropped(first) + nl + rest
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if t.startswith(left):
             end = t.find(right, len(left))
@@ -200,6 +221,7 @@ def _closing_statement(text: str) -> str | None:
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
     if len(sentence) > 400 or sentence.rstrip().endswith("?"):
         return None  # a question (often the problem echoed back) states no answer
+    sentence = _money_signs_dropped(sentence)
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
@@ -211,6 +233,9 @@ def _closing_statement(text: str) -> str | None:
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
         return choice.group(1)  # "The correct option is (D)."
+    tex = _CLOSING_TEX_RE.search(sentence)
+    if tex and re.search(r"\\[a-zA-Z]", tex.group(1)):
+        return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
     if len(nums) == 1:
         return nums[0].strip()

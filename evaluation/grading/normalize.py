@@ -61,6 +61,25 @@ CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
 BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
 
 
+# a big operator or an elided series: an equation side holding one restates the question
+_RESTATED_RE = re.compile(r"\\(?:sum|prod|int|lim|cdots|ldots|dots)(?![a-zA-Z])|\.\.\.")
+
+
+def drop_restated_side(s: str) -> str:
+    """``\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}`` -> ``\\frac{n(n+1)}{2}``: when the left side of a one-``=``
+    equation is a sum (a big operator or an elided series ``a_1 + \\cdots + a_n``) and the right side is
+    not, the left restates what was asked and the right is the answer (as a label, but one no parser reads)."""
+    depth, eqs = 0, []
+    for i, c in enumerate(s):  # "=" outside braces: \sum_{k=1}^{n} holds one of its own
+        depth += (c == "{") - (c == "}")
+        if c == "=" and depth == 0:
+            eqs.append(i)
+    if len(eqs) != 1 or s[eqs[0] - 1 : eqs[0]] in ("<", ">", "!", ":"):
+        return s
+    left, right = s[: eqs[0]], s[eqs[0] + 1 :].strip()
+    return right if right and _RESTATED_RE.search(left) and not _RESTATED_RE.search(right) else s
+
+
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 _DENOMS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
            "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
@@ -361,16 +380,16 @@ def _num_match(p: Fraction, g: Num) -> bool:
     return abs(p - g.value) <= g.quantum / 2
 
 
-def numbers_equal(p: Num, pn: Norm, g: Num, gn: Norm, *, bare_percent_gold: bool = False) -> bool:
+def numbers_equal(p: Num, pn: Norm, g: Num, gn: Norm) -> bool:
     """Compare plain numbers with the percent and decimal-gold rules.
 
-    A ``%`` on the prediction only divides it by 100 (``25\\%`` is 0.25, so it matches 0.25 and not 25);
-    against a percent gold a bare number reads as that many percent (``10`` matches ``10\\%``, ``0.1`` not).
-    ``bare_percent_gold`` (GSM8K, which stores the answer to "what percent" bare: ``#### 40``): a ``%`` on
-    the prediction may also name the gold itself (``40%`` matches ``40``).
+    Against a bare gold a ``%`` on the prediction names either the gold itself (the unit a "what percent"
+    question asks for, which MATH and GSM8K store bare: ``40%`` matches ``40``) or its hundredth (``25\\%``
+    matches 0.25); against a percent gold a bare number reads as that many percent (``10`` matches
+    ``10\\%``, ``0.1`` not).
     """
     if pn.pct and not gn.pct:
-        return _num_match(p.value / 100, g) or (bare_percent_gold and _num_match(p.value, g))
+        return _num_match(p.value / 100, g) or _num_match(p.value, g)
     return _num_match(p.value, g)
 
 

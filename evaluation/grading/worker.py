@@ -1,6 +1,11 @@
 """The sympy worker subprocess: ``python -m evaluation.grading.worker`` (started by :mod:`.pool`).
 
-One JSON request per stdin line (``pred``, ``gold``, ``dataset``), one JSON reply per line (``reason``).
+One JSON request per stdin line (``pred``, ``gold``, ``dataset``, ``budget_s``), one JSON reply per line
+(``reason``).  The worker stops its own computation at ``budget_s`` (an interval timer; sympy is Python, so
+the alarm lands between bytecodes) and answers ``timeout``: a timeout then costs its budget and nothing more,
+where a kill would make the next answer wait for a fresh worker's start-up (about 3 s, longer under load).
+The grading process keeps its hard kill at the full ``timeout_s`` for computations the alarm cannot reach
+(one long C call).
 
 Before it signals ready the worker parses :data:`_WARM_FORMS` once.  Why: latex2sympy's ANTLR parser builds
 its prediction DFA lazily, so the first parse of each construct (``x^{10}``, ``a_1``, ``|x-2|``, ``\\cos``)
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -51,6 +57,14 @@ def _warm() -> None:
     sympy.expand((x + 1) ** 3)
 
 
+class _OverBudget(BaseException):
+    """Raised by the interval timer; a BaseException, so no ``except Exception`` on the way swallows it."""
+
+
+def _over_budget(signum: int, frame: object) -> None:
+    raise _OverBudget
+
+
 def _worker_main() -> None:
     """Loop of the worker subprocess: one JSON request per stdin line, one JSON reply per line."""
     try:
@@ -81,10 +95,17 @@ def _worker_main() -> None:
     out = sys.stdout
     out.write('{"ready": true}\n')
     out.flush()
+    signal.signal(signal.SIGALRM, _over_budget)
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            reason = slow_verdict(req["pred"], req["gold"], req.get("dataset"))
+            try:
+                signal.setitimer(signal.ITIMER_REAL, req.get("budget_s") or 0)
+                reason = slow_verdict(req["pred"], req["gold"], req.get("dataset"))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except _OverBudget:
+            reason = "timeout"
         except (MemoryError, RecursionError):
             reason = "parse_error"
         out.write(json.dumps({"reason": reason}) + "\n")

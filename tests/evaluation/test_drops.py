@@ -108,3 +108,25 @@ def test_drop_counts_keep_a_missing_sample_visible():
     assert drops == {"requested": 6, "graded": 2, "failed": 2, "generation_error": 0, "sandbox_error": 1,
                      "grader_timeout": 1, "overlong": 2, "no_answer": 1}
     assert drops["requested"] - drops["graded"] - drops["failed"] == 2  # two samples never came back
+
+
+def test_creditbench_eval_writes_the_drops_and_the_engine_into_results_and_summaries(tiny_env, tmp_path):
+    """Through the command: results.json and the set's summary carry the drop counts and the engine; the
+    printed table shows them with their rule."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "eval"
+    res = subprocess.run([sys.executable, "-m", "training.cli", "eval", "--model", str(tiny_env["model"]), "--sets",
+                          "gsm8k", "--limit", "2", "--max-new-tokens", "4", "--out", str(out)], cwd=repo,
+                         env={"PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    entry = results["results"]["gsm8k"]
+    assert entry["drops"]["requested"] == 2 and entry["drops"]["overlong"] == 2  # 4 tokens cut every answer
+    assert entry["engine"]["engine"] == "hf" and entry["engine"]["batch_size"] == 16
+    summary = json.loads((out / results["summaries"]["gsm8k"]).read_text())
+    assert summary["drops"] == entry["drops"] and summary["engine"] == entry["engine"]
+    assert "2 requested, 2 graded, 0 failed" in res.stdout and DROP_RULE in res.stdout

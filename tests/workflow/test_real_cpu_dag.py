@@ -7,7 +7,7 @@ import pytest
 from test_real_eval_dag import EXPERIMENTS, REPO, job_counts, resolved, snakemake
 
 from common.config import ConfigError, config_from_dict
-from training.plan import launch_prefix
+from training.launch import launch_prefix
 
 OVERLAY = REPO / "config" / "overlays" / "trl_cpu2.yaml"
 

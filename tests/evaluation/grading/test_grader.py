@@ -324,7 +324,8 @@ UNITS_DEG_PCT = [
     ("0.1", "10\\%", True, "percent pred vs fraction gold"),
     ("50", "0.5", False, "no silent percent scaling"),
     ("0.5", "50", False, "no silent percent scaling (reverse)"),
-    ("25", "25%", False, "a stray % makes 25 into 0.25 (v2)"),
+    ("25", "25%", True, "a % on the prediction names the bare gold (v6; v2-v5: 0.25 only)"),
+    ("0.3", "3%", False, "3% is neither 0.3 nor 0.3 percent"),
     ("5", "5\\text{ cm}", True, "unit text"),
     ("5", "5\\text{ cm}^2", True, "unit squared"),
     ("5", "5 cm", True, "bare unit word"),
@@ -574,6 +575,19 @@ def test_timeout_reason_and_recovery() -> None:
     assert v.reason == "timeout" and not v.correct
     # the killed worker is replaced: the next slow-path call still works
     assert grade(B % "\\sqrt{8}", "2\\sqrt{2}", timeout_s=10.0).correct
+
+
+def test_a_timeout_keeps_its_worker() -> None:
+    """The worker stops itself at its budget and answers ``timeout`` (issue 38): a timeout costs its budget, not
+    the next answer's wait for a fresh worker (about 3 s of start-up, more under load)."""
+    from evaluation.grading import pool
+
+    assert grade(B % "(x+1)^2", "x^2+2x+1", timeout_s=60.0).correct  # a started, idle worker
+    before = {w.proc.pid for w in pool._POOL.idle}
+    v = grade(B % "9^{9^{9^9}}", "5", timeout_s=3.0)
+    assert v.reason == "timeout" and v.seconds < 3.5
+    assert {w.proc.pid for w in pool._POOL.idle} & before, "the timed-out worker was killed, not kept"
+    assert grade(B % "\\sqrt{8}", "2\\sqrt{2}", timeout_s=10.0).correct  # and it still answers
 
 
 def test_grade_inside_thread_pool() -> None:
