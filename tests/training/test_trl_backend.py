@@ -295,6 +295,24 @@ def test_delta_still_runs_the_pi_old_forward(tiny_env, tmp_path, monkeypatch):
     assert res["metrics"]["time"]["old_logp"] > 0 and res["metrics"]["entropy"] > 0
 
 
+def test_the_step_time_counts_the_optimizer_step_as_the_native_update_does(tiny_env, tmp_path, monkeypatch):
+    """The Trainer clips and steps the optimizer outside ``training_step``; the metrics row's ``update`` phase
+    (and ``total``) still holds it, as the native loop's does: a 0.5 s optimizer step shows in ``update``."""
+    import time
+
+    real_step = torch.optim.AdamW.step
+
+    def slow_step(self, *args, **kwargs):
+        time.sleep(0.5)
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", slow_step)
+    train_trl(_cfg(tiny_env, steps=1), get_preset("dapo"), seed=3, sft_dir=str(tiny_env["model"]),
+              train_path=str(tiny_env["train"]), run_dir=str(tmp_path), reward_fn=digit_reward)
+    seconds = _rows(tmp_path)[0]["time"]
+    assert seconds["update"] >= 0.5 and seconds["checkpoint"] < seconds["total"] - 0.5
+
+
 @pytest.mark.parametrize("recipe", ["delta_qwen3_8b", "delta_qwen3_14b", "cf_qwen25_3b_gsm8k", "cf_qwen3_1p7b_gsm8k",
                                     "gpu_check"])
 def test_recipe_arguments_are_fields_of_the_installed_grpoconfig(recipe, tmp_path):
