@@ -31,6 +31,7 @@ window, approximate) prints the same lines against exact CF's floor, and ``--cf-
     python -m training.bench --max-new-tokens 256 --force-length   # padding after the answer up to 256 tokens
     python -m training.bench --group-sizes 4,8,16               # group-size sweep
     python -m training.bench --trl                              # + step_ratio_trl_vs_native (TRL GRPOTrainer, dapo)
+    python -m training.bench --steps 0 --trl --trl-rounds 4 --model <SmolLM2 dir>   # only the TRL comparison
     python -m training.bench --model results/default/models/sft --device cuda --hidden 512 --layers 8
 
 Without ``--model`` the model is built and warm-started by a short SFT (``--sft-steps``) on the synthetic
@@ -356,7 +357,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", default=",".join(["dapo", CONTROL, *distinct()]),
                         help="comma-separated presets (default: every method once, presets.distinct)")
-    parser.add_argument("--steps", type=int, default=6, help="rounds (one step of every preset each)")
+    parser.add_argument("--steps", type=int, default=6, help="rounds (one step of every preset each; 0: none)")
+    parser.add_argument("--trl-rounds", type=int, help="--trl's rounds (one step of each backend; default: "
+                                                       "max(2, steps // 2))")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--prompts", type=int, default=8)
@@ -410,11 +413,12 @@ def main(argv: list[str] | None = None) -> None:
                               "--out", model_dir, "--metrics", str(root / "sft.jsonl")])
                 if args.reasoning_tokens > 0:
                     sampler = reasoning_sampler(read_jsonl(train_path), args.reasoning_tokens)
-            times = run_rounds(names, cfg_path, root, model_dir, str(train_path), args.steps, sampler, f"g{group}")
-            suffix = (f" group {group} max_new_tokens {args.max_new_tokens}"
-                      f"{' force_length' if args.force_length else ''}"
-                      f"{f' reasoning_tokens {args.reasoning_tokens}' if args.reasoning_tokens else ''}")
-            report(names, times, suffix if len(groups) > 1 or args.force_length or args.reasoning_tokens else "")
+            if args.steps > 0:  # --steps 0: no preset rounds (only --trl's or --cf-windows' lines)
+                times = run_rounds(names, cfg_path, root, model_dir, str(train_path), args.steps, sampler, f"g{group}")
+                suffix = (f" group {group} max_new_tokens {args.max_new_tokens}"
+                          f"{' force_length' if args.force_length else ''}"
+                          f"{f' reasoning_tokens {args.reasoning_tokens}' if args.reasoning_tokens else ''}")
+                report(names, times, suffix if len(groups) > 1 or args.force_length or args.reasoning_tokens else "")
             if args.cf_windows and gi == 0:
                 print("\n".join(window_fidelity_round0(cfg_path, model_dir, str(train_path), sampler,
                                                         [int(w) for w in args.cf_windows.split(",") if w])))
@@ -422,7 +426,8 @@ def main(argv: list[str] | None = None) -> None:
                 print("step_ratio_trl_vs_native skipped: TRL samples with its own generate "
                       "(no --force-length / --reasoning-tokens)")
             elif args.trl and gi == 0:
-                ratios, rows = trl_vs_native(cfg_path, root, model_dir, str(train_path), max(2, args.steps // 2))
+                ratios, rows = trl_vs_native(cfg_path, root, model_dir, str(train_path),
+                                             args.trl_rounds or max(2, args.steps // 2))
                 print(ratio_line("step_ratio_trl_vs_native", ratios))
                 print("\n".join(trl_lines(rows)))
 
