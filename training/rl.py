@@ -37,6 +37,7 @@ import argparse
 import os
 import resource
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,10 +52,18 @@ from common.manifest import write_manifest
 from common.records import PHASES
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.checkpoint import open_run, publish_checkpoint, restore_rng_state, rng_state, save_hf_atomic
+from training.checkpoint import (
+    open_run,
+    publish_checkpoint,
+    restore_rng_state,
+    rng_state,
+    save_hf_atomic,
+    trainable_parameters,
+)
 from training.credit import get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
 from training.critic import critic_state, critic_update, make_critic
+from training.launch import check_allocation
 from training.phases import (
     folds_old_logp,
     grade_rollout,
@@ -100,7 +109,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
     weight_fn = get_token_weight_fn(preset.token_weights)
     resume, state, wall_offset = open_run(run, digest, f"{preset.name} seed {seed}")
     model = AutoModelForCausalLM.from_pretrained(resume or sft_dir).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
+    opt = torch.optim.AdamW(trainable_parameters(model, rl.train_top_layers), lr=rl.lr, weight_decay=rl.weight_decay)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
         restore_rng_state(state["rng"], generator)
@@ -218,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
+    problem = check_allocation(cfg)  # under SLURM: the GPUs, tasks and world size the plan assumed
+    if problem:
+        sys.exit(problem)
     preset = get_preset(args.method, cfg.algorithms.get(args.method))
     run = Path(args.run_dir)
     run.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from common.config import ConfigError, config_from_dict, resolved_config_path, r
 from common.config import write_resolved_config  # noqa: E402
 from evaluation.real_eval import available_sets, check_data_files  # noqa: E402
 from evaluation.real_eval import checkpoints as real_checkpoints  # noqa: E402
-from training.plan import launch_prefix, slurm_resources  # noqa: E402
+from training.launch import launch_prefix, slurm_resources  # noqa: E402
 from training.presets import check_methods  # noqa: E402
 from training.tracking import check_available  # noqa: E402
 
@@ -46,8 +46,10 @@ def rl_config_digest(wildcards) -> str:
 # Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
 # runtime.portable_kernels (the CI DAG) adds the CPU-independent kernels (common.config.RuntimeConfig.env).
 PY = f"{CFG.runtime.env} {sys.executable}"
-# CPU processes (scale.cpu_processes): torchrun through this interpreter, not whatever is on PATH.
+# torchrun (CPU processes, scale.cpu_processes) and accelerate (GPUs) through this interpreter, not whatever
+# is on PATH (a SLURM job's PATH is the submitting shell's, without the venv unless it was activated).
 _launch = launch_prefix(CFG).replace("torchrun", f"{sys.executable} -m torch.distributed.run", 1)
+_launch = _launch.replace("accelerate launch", f"{sys.executable} -m accelerate.commands.launch", 1)
 RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
 RL_THREADS = CFG.scale.cpu_processes  # CPU processes of one rl job (backend trl; 1 otherwise)
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
