@@ -25,7 +25,8 @@ def _parse_claim(text: str) -> tuple[str, str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     description = report.__doc__.split("\n\n")[0]
-    parser = argparse.ArgumentParser(prog="python -m evaluation.report", description=description)
+    parser = argparse.ArgumentParser(prog="python -m evaluation.report", description=description,
+                                     usage="%(prog)s --results OUT [options]")
     parser.add_argument(
         "--results", type=Path, required=True, metavar="OUT", help="results tree (OUT) with eval/ and runs/"
     )
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="δ (pp): verdict 'equivalent' when TOST puts Δ inside ±δ (report.equivalence_margin)",
     )
     parser.add_argument("--looks", default="", metavar="LIST",
-                        help="comma list: seeds at each look of a sequential design (seeds: auto; empty = fixed)")  # fmt: skip
+                        help="seeds at each look of a sequential design (empty: fixed)")  # fmt: skip
     parser.add_argument(
         "--spending",
         default=ReportOptions.spending,
