@@ -80,6 +80,7 @@ class RLConfig:
     temperature: float
     top_p: float
     checkpoint_every: int
+    train_top_layers: int | None
     log_token_weights: int
     fold_old_logp: bool
     """With one mini-batch, the old-log-prob forward is the update's own forward (``training.rl.update_forward``)."""
@@ -240,6 +241,9 @@ class TrainDataConfig:
     template: str
     limit: int | None
     max_solution_steps: int | None
+    tasks: tuple[Mapping[str, Any], ...] | None  # dataset reasoning_gym: the task mixture (evaluation.rg_tasks)
+    size: int
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -486,7 +490,8 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         data=_build(DataConfig, data["data"]),
         report=_build(ReportConfig, data["report"]),
         runtime=_build(RuntimeConfig, data["runtime"]),
-        train_data=_build(TrainDataConfig, data["train_data"]),
+        train_data=_build(TrainDataConfig, {**data["train_data"], "tasks": None if data["train_data"]["tasks"] is None
+                                             else tuple(data["train_data"]["tasks"])}),
         scale=_build_scale(data["scale"]),
         fidelity=_build_fidelity(data["fidelity"]),
         tracking=_build(TrackingConfig, data["tracking"]),

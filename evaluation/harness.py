@@ -234,16 +234,19 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
 
 
 def format_results(results: dict[str, Any]) -> str:
-    """A short table, one line per set: the headline metric with its CI."""
+    """A short table, one line per set: the headline metric with its CI and where the samples went (the drop
+    rule under it), then the warnings."""
     lines = [f"{'set':<16} {'protocol':<9} {'n':>5} {'k':>3}  metric"]
     for name, r in results["results"].items():
         m = r["metrics"]
         key = "acc_norm" if "acc_norm" in m else "acc" if "acc" in m else "avg_at_k"
         lo, hi = m[f"{key}_ci95"]
         lines.append(f"{name:<16} {r['protocol']:<9} {r['n']:>5} {r['k']:>3}  "
-                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]  samples: {drops_text(r['drops'])}")
+                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                     + (f"  samples: {drops_text(r['drops'])}" if "drops" in r else ""))
+    if any("drops" in r for r in results["results"].values()):
+        lines.append(DROP_RULE)
     lines += [f"warning: {w}" for r in results["results"].values() for w in r.get("warnings", [])]
-    lines.append(DROP_RULE)
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from common.records import DROP_KEYS
 from evaluation.benchmarks import Problem, get_benchmark
-from evaluation.grading import GRADER_VERSION, Verdict, equivalent, grade, grade_many
+from evaluation.grading import DATASETS, GRADER_VERSION, Verdict, equivalent, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_g_pass_at_k, mean_pass_at_k
 
 
@@ -28,7 +28,8 @@ def _same_answer(bench, timeout_s: float):
     """maj@k's equivalence of two extracted answers: the checker's for math sets, string equality otherwise."""
     if bench.kind != "math":
         return None
-    return lambda a, b: equivalent(a, b, dataset=bench.grader_rule, timeout_s=timeout_s)
+    rule = bench.grader_rule if bench.grader_rule in DATASETS else None  # reasoning_gym: plain math equivalence
+    return lambda a, b: equivalent(a, b, dataset=rule, timeout_s=timeout_s)
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
@@ -187,6 +188,11 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
             verdicts, extra = grade_code(problems, texts, template, benchmark)
             if bar:
                 bar.update(len(problems), samples=sum(map(len, texts)))
+    elif bench.grader_rule == "reasoning_gym":  # number: the answer checker; text: the task's verifier, binary
+        from evaluation.rg_tasks import grade_rg
+
+        verdicts = [[grade_rg(t, p.answer, p.meta, timeout_s=grader_timeout_s) for t in group]
+                    for p, group in zip(problems, texts)]
     else:
         verdicts = grade_samples(problems, texts, rule=bench.grader_rule, timeout_s=grader_timeout_s,
                                  workers=grader_workers, progress=f"{benchmark} grade" if progress else None)

@@ -133,3 +133,20 @@ def open_run(run: Path, digest: str, label: str) -> tuple[Path | None, dict[str,
             p.unlink(missing_ok=True)
     resume_root.mkdir(parents=True, exist_ok=True)
     return resume, state, wall_offset
+
+
+def trainable_parameters(model, top_layers: int | None) -> list:
+    """The parameters RL updates: all of them (``rl.train_top_layers`` null, the papers' setting), else only
+    the top ``top_layers`` decoder blocks and the final norm; the embeddings (tied LM head included) and the
+    lower blocks are frozen (``requires_grad`` False), so the backward pass and its stored activations stop
+    at the first trained block. A CPU-budget departure (training/ALGORITHMS.md), not part of any method."""
+    if top_layers is None:
+        return list(model.parameters())
+    layers = model.model.layers
+    if not 1 <= top_layers <= len(layers):
+        raise ValueError(f"config key 'rl/train_top_layers': {top_layers} not in 1..{len(layers)} (the model's blocks)")
+    model.requires_grad_(False)
+    for block in list(layers)[len(layers) - top_layers:]:
+        block.requires_grad_(True)
+    model.model.norm.requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]

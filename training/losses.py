@@ -91,6 +91,14 @@ def log_importance_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor | None, le
     raise ValueError(f"unknown ratio level {level!r}; valid: {RATIO_LEVELS}")
 
 
+def clip_ratio(ratio: Tensor, eps_low: float | Tensor, eps_high: float | Tensor) -> Tensor:
+    """clip(r, 1 - eps_low, 1 + eps_high); the bounds may be per-token tensors [B, R] (``token_terms``)."""
+    if isinstance(eps_low, Tensor) or isinstance(eps_high, Tensor):  # per-token bounds
+        lo, hi = 1.0 - torch.as_tensor(eps_low, dtype=ratio.dtype), 1.0 + torch.as_tensor(eps_high, dtype=ratio.dtype)
+        return torch.minimum(torch.maximum(ratio, lo), hi)
+    return torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+
+
 def ppo_clip_surrogate(
     logp: Tensor,
     old_logp: Tensor,
@@ -112,11 +120,7 @@ def ppo_clip_surrogate(
     """
     ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level))
     pg1 = -advantages * ratio
-    if isinstance(eps_low, Tensor) or isinstance(eps_high, Tensor):  # per-token bounds
-        lo, hi = 1.0 - torch.as_tensor(eps_low, dtype=ratio.dtype), 1.0 + torch.as_tensor(eps_high, dtype=ratio.dtype)
-        pg2 = -advantages * torch.minimum(torch.maximum(ratio, lo), hi)
-    else:
-        pg2 = -advantages * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    pg2 = -advantages * clip_ratio(ratio, eps_low, eps_high)
     loss = torch.maximum(pg1, pg2)
     if dual_clip_c is not None:
         capped = torch.minimum(loss, -advantages * dual_clip_c)
@@ -161,6 +165,23 @@ def ppo_clip(logp: Tensor, old_logp: Tensor, advantages: Tensor, *, eps_low: flo
         ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level)).expand_as(logp)
         clipped = (ratio < 1 - eps_low) | (ratio > 1 + eps_high)
     return loss, clipped
+
+
+@register("policy_loss", "cispo", cite="CISPO, MiniMax-M1 arXiv 2506.13585 eq. 4-5; verl, TRL loss_type='cispo'")
+def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, *, eps_low: float | Tensor, eps_high: float | Tensor,
+          dual_clip_c: float | None, ratio_level: RatioLevel, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """CISPO (MiniMax-M1, arXiv 2506.13585 §3.1 eq. 4-5): clip the importance weight, stop its gradient, keep
+    every token's gradient: loss = -sg(clip(r, 1 - eps_low, 1 + eps_high)) * A * log pi, so a token outside the
+    band still moves with weight 1 -/+ eps instead of 0 (PPO's clip drops it). verl ``compute_policy_loss_cispo``
+    exactly; TRL ``loss_type="cispo"`` (upper bound only, ``epsilon_high`` = 1 + eps_high) with eps_low >= 1.
+    The clip statistic is verl's (r outside the band). No dual clip (the weight is bounded already).
+    [B, R] each; ``ratio_level`` as :func:`ppo_clip` (TRL's sequence-level IS)."""
+    if dual_clip_c is not None:
+        raise ValueError("cispo: the clipped weight is bounded; dual_clip_c must be None")
+    ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level)).expand_as(logp)
+    weight = clip_ratio(ratio, eps_low, eps_high).detach()
+    clipped = ((ratio < 1 - eps_low) | (ratio > 1 + eps_high)).detach()
+    return -weight * advantages * logp, clipped
 
 
 class LossTerms(NamedTuple):

@@ -45,7 +45,11 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
                  with_entropy: bool = False, kv_out: list | None = None, stats_out: dict | None = None):
     """Log-probs of response tokens [B,R] (and entropy [B,R], LM-head input [B,R,H] if asked).
 
-    Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts.
+    Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts. The LM head
+    runs on the last R + 1 positions only (``logits_to_keep``): position p-1+j predicts response token j, the
+    prompt's other positions predict nothing scored (SmolLM2: a 49k-row head on ~1/3 of a step's positions,
+    forward and backward). Same log-probs bit for bit; the head's weight gradient sums the same terms
+    without the prompt positions' zeros (float summation order).
     ``kv_out``: a list to which the keys/values of all P+R positions are appended (``scoring.Layers``;
     None if the model's cache is not a plain full-attention one). ``stats_out``: ``{name: list}``; the
     ``POSITION_STATS[name]`` [B,R] of this forward is appended to each list.
@@ -59,22 +63,21 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
         handle = head.register_forward_pre_hook(lambda _m, args: captured.__setitem__("h", args[0].detach()))
     try:
         out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids(attention),
-                    use_cache=kv_out is not None)
+                    use_cache=kv_out is not None, logits_to_keep=response_ids.shape[1] + 1)
         logits = out.logits
         if kv_out is not None:
             kv_out.append(cache_layers(out, detach=True))
     finally:
         if handle is not None:
             handle.remove()
-    p = prompt_ids.shape[1]
-    logits = logits[:, p - 1 : -1].float()  # [B, R, V]: position p-1+j predicts response token j
+    logits = logits[:, :-1].float()  # [B, R, V]: position p-1+j predicts response token j
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
     with torch.no_grad():  # statistics of theta_old: no graph, also when the forward is the update's
         entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
         for name, parts in (stats_out or {}).items():
             parts.append(POSITION_STATS[name](logp_all))
-    hidden = captured["h"][:, p - 1 : -1] if capture_hidden else None  # [B, R, H]
+    hidden = captured["h"][:, :-1] if capture_hidden else None  # [B, R, H]
     return logp, entropy, hidden
 
 

@@ -241,6 +241,19 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # GSPO, arXiv 2507.18071 §4-5: sequence ratio, eps 3e-4 / 4e-4, sequence-mean loss (TRL loss_type="grpo")
     "gspo": _GSPO,
     "gspo_token": replace(_GSPO, name="gspo_token", ratio_level="sequence_token"),  # verl compute_policy_loss_gspo
+    # CISPO, MiniMax-M1 arXiv 2506.13585 §3.1: the IS weight clipped and detached, no lower bound (eps_low 1:
+    # "we only tuned eps_high"), eps_max = 1 + 4 = 5 (ScaleRL arXiv 2510.13786 via TRL's GRPOConfig docs); DAPO's rest
+    "cispo": replace(_DAPO, name="cispo", policy_loss="cispo", eps_low=1.0, eps_high=4.0, dual_clip_c=None),
+    # Archer, arXiv 2507.15778 (ArcherCodeR run_archer_qwen2.5_1.5b_code.sh): per-response entropy quantile .8,
+    # clip .2/.2 on low- and .5/.5 on high-entropy tokens, KL .001 (low_var_kl) on low-entropy tokens only, no
+    # overlong buffer; DAPO's token mean and dual clip 10
+    "archer": replace(_DAPO, name="archer", eps_high=0.2, kl_beta=0.001, kl_clamp=10.0, overlong_shaping=False,
+                      token_terms="archer", terms_knobs={"entropy_quantile": 0.8, "low_eps_low": 0.2,
+                                                     "low_eps_high": 0.2, "high_eps_low": 0.5, "high_eps_high": 0.5,
+                                                     "kl_coef": 0.001, "high_kl_scale": 0.0}),
+    # Entropy advantage, Cheng et al. arXiv 2506.14758: alpha 0.4, kappa 2 (the paper's GRPO setting); DAPO's rest
+    "entropy_adv": replace(_DAPO, name="entropy_adv", token_advantage="entropy_advantage",
+                           advantage_knobs={"alpha": 0.4, "kappa": 2.0}),
     # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
     # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
     "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae",

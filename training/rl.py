@@ -52,7 +52,14 @@ from common.manifest import write_manifest
 from common.records import PHASES
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from training.checkpoint import open_run, publish_checkpoint, restore_rng_state, rng_state, save_hf_atomic
+from training.checkpoint import (
+    open_run,
+    publish_checkpoint,
+    restore_rng_state,
+    rng_state,
+    save_hf_atomic,
+    trainable_parameters,
+)
 from training.credit import get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
 from training.critic import critic_state, critic_update, make_critic
@@ -102,7 +109,7 @@ def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: s
     weight_fn = get_token_weight_fn(preset.token_weights)
     resume, state, wall_offset = open_run(run, digest, f"{preset.name} seed {seed}")
     model = AutoModelForCausalLM.from_pretrained(resume or sft_dir).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
+    opt = torch.optim.AdamW(trainable_parameters(model, rl.train_top_layers), lr=rl.lr, weight_decay=rl.weight_decay)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
         restore_rng_state(state["rng"], generator)

@@ -16,15 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.io import write_text_atomic
-from evaluation.report.load import load_results, order_benchmarks, sort_methods
+from evaluation.report.load import Results, load_results, order_benchmarks, sort_methods
 from evaluation.report.sequential import SPENDING, decide, seeds_wanted
 from evaluation.report.stats import final_records
 
 
-def plan(results: Path, *, methods: Sequence[str], baseline: str, looks: Sequence[int], look: int,
-         alpha: float = 0.05, margin: float = 2.0, kind: str = "obf", eval_dir: str = "eval") -> dict:
+def plan(res: Results, *, methods: Sequence[str], baseline: str, looks: Sequence[int], look: int,
+         alpha: float = 0.05, margin: float = 2.0, kind: str = "obf") -> dict:
     """The plan after look ``look`` (1-based) for the trained ``methods`` (module docstring)."""
-    res = load_results(results, eval_dir)
     final = final_records(res)
     family = [m for m in sort_methods(set(final)) if m != baseline]  # the significance table's family
     decisions = decide(final, baseline, family, order_benchmarks(res.benchmarks), looks=tuple(looks),
@@ -49,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spending", choices=SPENDING, default="obf")
     args = parser.parse_args(argv)
     looks = [int(x) for x in args.looks.split(",")]
-    out = plan(args.results, methods=args.methods.split(","), baseline=args.baseline, looks=looks, look=args.look,
-               alpha=args.alpha, margin=args.equivalence_margin, kind=args.spending)
+    out = plan(load_results(args.results), methods=args.methods.split(","), baseline=args.baseline, looks=looks,
+               look=args.look, alpha=args.alpha, margin=args.equivalence_margin, kind=args.spending)
     write_text_atomic(args.out, json.dumps(out, indent=2, sort_keys=True) + "\n")
     for method, v in out["verdicts"].items():
         nxt = out["seeds"].get(method, "-")

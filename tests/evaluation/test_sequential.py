@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from evaluation.report import calibrate
+from evaluation.report import calibrate, plan
 from evaluation.report.load import AVG, ReportOptions
 from evaluation.report.sequential import boundaries, looks_schedule, nominal_levels, spending, tost_p
 from evaluation.report.significance import significance_table
@@ -104,3 +104,18 @@ def test_calibrate_sequential_command_prints_the_acceptance_rows(capsys: pytest.
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| sequential") or
             line.startswith("| fixed")]
     assert len(rows) == 6 and all(line.count("|") == 9 for line in rows)
+
+
+def test_the_plan_adds_seeds_only_to_undecided_methods() -> None:
+    """After look 1 of (3, 6, 9): a method 30 pp better is decided and keeps its 3 seeds, an equal one under a
+    0.01 pp margin is undecided and gets 6, and so does the baseline (``python -m evaluation.report.plan``)."""
+    design = calibrate.Design(seeds=3, effect_pp=30.0)
+    res = calibrate.simulate(design, calibrate.truth(design), np.random.default_rng(0))
+    out = plan.plan(res, methods=["dapo", "grpo", "delta"], baseline="dapo", looks=[3, 6, 9], look=1, margin=0.01)
+    assert out["verdicts"]["grpo"]["verdict"] == "better" and out["verdicts"]["delta"]["verdict"] == "undecided"
+    assert out["seeds"] == {"grpo": 3, "delta": 6, "dapo": 6}
+    # the report's replay of the same look agrees
+    sig = significance_table(res, ReportOptions(baseline="dapo", n_boot=20, n_perm=20, looks=(3, 6, 9),
+                                                equivalence_margin=0.01), "").data
+    avg = sig[sig["scope"] == AVG].set_index("method")
+    assert avg.at["grpo", "verdict"] == "better" and avg.at["delta", "stop_reason"].startswith("waiting for seeds")

@@ -295,6 +295,24 @@ def test_delta_still_runs_the_pi_old_forward(tiny_env, tmp_path, monkeypatch):
     assert res["metrics"]["time"]["old_logp"] > 0 and res["metrics"]["entropy"] > 0
 
 
+def test_the_step_time_counts_the_optimizer_step_as_the_native_update_does(tiny_env, tmp_path, monkeypatch):
+    """The Trainer clips and steps the optimizer outside ``training_step``; the metrics row's ``update`` phase
+    (and ``total``) still holds it, as the native loop's does: a 0.5 s optimizer step shows in ``update``."""
+    import time
+
+    real_step = torch.optim.AdamW.step
+
+    def slow_step(self, *args, **kwargs):
+        time.sleep(0.5)
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", slow_step)
+    train_trl(_cfg(tiny_env, steps=1), get_preset("dapo"), seed=3, sft_dir=str(tiny_env["model"]),
+              train_path=str(tiny_env["train"]), run_dir=str(tmp_path), reward_fn=digit_reward)
+    seconds = _rows(tmp_path)[0]["time"]
+    assert seconds["update"] >= 0.5 and seconds["checkpoint"] < seconds["total"] - 0.5
+
+
 @pytest.mark.parametrize("recipe", ["delta_qwen3_8b", "delta_qwen3_14b", "cf_qwen25_3b_gsm8k", "cf_qwen3_1p7b_gsm8k",
                                     "gpu_check"])
 def test_recipe_arguments_are_fields_of_the_installed_grpoconfig(recipe, tmp_path):
@@ -358,3 +376,27 @@ def test_clip_statistic_is_the_losss_own_in_both_backends_for_gspo(tiny_env, tmp
     token_level = float((((logp - old).exp() - 1).abs() > 3e-4).float().mul(mask).sum() / mask.sum())
     assert native["clip_frac"] == pytest.approx(want, abs=1e-6) and trl_clip == pytest.approx(want, abs=1e-6)
     assert token_level > want + 0.2  # what the TRL backend logged before: the test tells the two apart
+
+
+def test_cispo_equals_trls_own_cispo_loss(tiny_env, tmp_path):
+    """The adapter's CISPO loss and gradients equal TRL 1.16's own ``loss_type="cispo"`` code (the base class's
+    ``_compute_loss``, ``epsilon_high`` = 1 + eps_high) on the same inputs, at ratios far from 1."""
+    from trl import GRPOTrainer
+
+    preset, cfg, trainer, model, (g, p_ids, p_mask, c_ids, c_mask, adv), logp = _adapter_batch(tiny_env, tmp_path,
+                                                                                                "cispo")
+    old = logp + 0.8 * torch.randn(logp.shape, generator=g)  # ratios e^(+-2): clipped above 5 and kept below
+    inputs = {"prompt_ids": p_ids, "prompt_mask": p_mask, "completion_ids": c_ids, "completion_mask": c_mask,
+              "advantages": adv, "num_items_in_batch": c_mask.sum(), "old_per_token_logps": old,
+              "token_weights": c_mask.float()}
+    got = trainer._compute_loss(model, inputs)
+    trainer.loss_type, trainer.epsilon_high = "cispo", 1 + preset.eps_high
+    want = GRPOTrainer._compute_loss(trainer, model, {k: v for k, v in inputs.items() if k != "token_weights"})
+    assert trainer._metrics["train"]["cispo_clip_ratio"][-1] > 0  # some tokens are clipped
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    grads = []
+    for loss in (got, want):
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-7)

@@ -30,6 +30,7 @@ def make_callback_class():
 
         def on_step_end(self, args, state, control, **kwargs):
             tr = self.trainer
+            tr.phase_seconds["update"] += time.perf_counter() - tr.backward_end  # clip, optimizer step (as native)
             if state.global_step % self.mini_batches:
                 return control
             done = state.global_step // self.mini_batches

@@ -222,7 +222,8 @@ def make_trainer_class():
             self._generation_seconds = 0.0
             t0 = time.perf_counter()
             loss = super().training_step(model, inputs, num_items_in_batch)
-            self.phase_seconds["update"] += time.perf_counter() - t0 - self._generation_seconds
+            self.backward_end = time.perf_counter()  # then the Trainer clips and steps the optimizer: on_step_end
+            self.phase_seconds["update"] += self.backward_end - t0 - self._generation_seconds
             return loss
 
         # -- the loss -------------------------------------------------------------------------------
