@@ -45,7 +45,7 @@ _ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
 _PLAIN_RE = re.compile(r"[+-]?(?:\d+|(?!0)\d{1,3}(?:,\d{3})+)(?:\.\d+)?")  # 0,125 is not a thousands group
 _THOUSANDS_RE = re.compile(r"^[+-]?(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SCI_TEX_RE = re.compile(
-    r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
+    r"^([+-]?\d+(?:[.,]\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"  # 1,2: decimal comma
 )
 _VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
 _NAME = r"[A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,4}\}?)?"  # S, AB, S_{ABC}
@@ -271,7 +271,7 @@ def normalize_answer(raw: str) -> Norm:
             s = f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
         m = _SCI_TEX_RE.match(s)
         if m:
-            s = f"{m.group(1)}e{m.group(2)}"
+            s = f"{m.group(1).replace(',', '.')}e{m.group(2)}"
     s = s.strip()
     return Norm(text=s, pct=pct, deg=deg, is_text=is_text)
 
