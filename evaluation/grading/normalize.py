@@ -41,6 +41,7 @@ _TENS = {
     w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
 }
 _FUNCS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp")
+_DOUBLE_PAREN_RE = re.compile(r"\(\s*\(([^()]*)\)\s*\)")
 _ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
 _PLAIN_RE = re.compile(r"[+-]?(?:\d+|(?!0)\d{1,3}(?:,\d{3})+)(?:\.\d+)?")  # 0,125 is not a thousands group
 _THOUSANDS_RE = re.compile(r"^[+-]?(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
@@ -305,13 +306,18 @@ def _repeating(s: str) -> str:
 
 
 def _strip_braces(s: str) -> str:
-    """Redundant outer braces and trailing LaTeX line breaks: ``{{5}}`` -> ``5``, ``5 \\\\`` -> ``5``."""
+    """Redundant outer braces, doubled parentheses and trailing LaTeX line breaks: ``{{5}}`` -> ``5``,
+    ``5 \\\\`` -> ``5``."""
     s = s.rstrip()
     while s.endswith("\\\\"):
         s = s[:-2].rstrip()
     while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and match_brace(s, 0) == len(s) - 1:
         s = s[1:-1].strip()
-    return s
+    while True:  # doubled parentheses are one: ((x+1)) -> (x+1); 40 of them cost the LaTeX parser seconds
+        t = _DOUBLE_PAREN_RE.sub(r"(\1)", s)
+        if t == s:
+            return s
+        s = t
 
 
 def drop_lhs(s: str) -> str:
