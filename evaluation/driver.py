@@ -8,8 +8,9 @@ apart) and ``creditbench eval``. Each is a thin CLI over these pieces:
   (``eval`` / ``real_eval``) or from the command's arguments;
 * :func:`select` / :func:`load_subset`: the one subset rule, N problems drawn with a seed, stratified by
   subject / level where the set has them, kept in file order (``evaluation.benchmarks.stratified_subset``);
-* :func:`generate_sets`: samples of the math and code sets (chunk by chunk through an optional sample-level
-  cache) and the multiple-choice sets by log-likelihood through lm-eval (``evaluation.mcq``, wired once);
+* :func:`generate_sets`: samples of the math and code sets (problem by problem through an optional
+  per-sample cache, :class:`Cache`) and the multiple-choice sets by log-likelihood through lm-eval
+  (``evaluation.mcq``, wired once);
 * :func:`score_set`: graded per-sample records (with lm-eval's ``doc_id`` / ``doc_hash`` / ``prompt_hash`` /
   ``target_hash``) and the one summary schema (``evaluation.scoring``: what the report reads, with a
   ``metrics`` block in lm-eval's naming); :func:`results_entry` is a summary as ``results.json`` lists it.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.io import append_jsonl, read_jsonl
+from common.io import append_jsonl
 from evaluation.benchmarks import BENCHMARKS, Problem, get_benchmark, load_benchmark, stratified_subset
 from evaluation.eval_checks import UsageError
 from evaluation.templates import FEWSHOT_MATH, TEMPLATES
@@ -181,22 +182,56 @@ def load_subset(name: str, limit: int | None, seed: int, *, data_dir: Any = None
 
 @dataclass(frozen=True)
 class Cache:
-    """The sample-level cache of one run (``creditbench eval``'s ``OUT/cache``): ``identity`` holds the model's
-    content sha256 and the configuration (backend, device among it), which enter every key."""
+    """The per-sample cache of ``creditbench eval`` (lm-eval's ``--use_cache`` idea): one JSONL per model
+    identity and set under ``folder`` (``--cache``, shared by every run), one row per problem, keyed by the
+    model's identity sha256, set, problem, prompt, sampling knobs (the problem's seed among them), backend
+    and device (:func:`sample_key`). A problem's samples depend on nothing else (the HF backend generates
+    it alone, seeded by :func:`problem_seed`), so a larger ``--limit``, another set or another grader
+    timeout reuses every cached problem and generates only the rest."""
 
     folder: Path
-    identity: Mapping[str, Any]
+    model: str
+    backend: str
+    device: str
+
+    def file(self, name: str) -> Path:
+        return self.folder / self.model[:16] / f"{name}.jsonl"
 
 
-def chunk_key(identity: Mapping[str, Any], name: str, template: str, sampling: dict, offset: int,
-              prompts: Sequence[str]) -> str:
-    """Cache key of one generation chunk: model sha256, set, template, sampling, backend, device, position
-    and the prompts themselves (so the items); any change makes a new key."""
-    cfg = identity["config"]
-    src = {"model": identity["model"]["sha256"], "set": name, "template": template, "sampling": sampling,
-           "backend": cfg["backend"], "device": cfg["device"], "offset": offset,
-           "prompts": [sha(p) for p in prompts]}
+def problem_seed(seed: int, name: str, problem_id: str) -> int:
+    """The sampling seed of one problem: from ``--seed``, the set and the problem id alone (not from its
+    position), so that a subset's problems sample as in any other subset that holds them."""
+    return int(sha(f"{seed}\0{name}\0{problem_id}")[:15], 16)
+
+
+def sample_key(cache: Cache, name: str, problem_id: str, prompt: str, knobs: Mapping[str, Any]) -> str:
+    """Cache key of one problem's samples: any change of model, set, problem, prompt (item, template,
+    truncation), sampling knobs (k, temperature, top_p, max_new_tokens, seed, stop), backend or device
+    makes a new key."""
+    src = {"model": cache.model, "set": name, "problem": problem_id, "prompt": sha(prompt), "sampling": dict(knobs),
+           "backend": cache.backend, "device": cache.device}
     return sha(json.dumps(src, sort_keys=True))
+
+
+def read_cache(path: Path, field_name: str) -> dict[str, Any]:
+    """key -> value of a cache file; a corrupt line (torn by a kill, edited, truncated) is named on stderr
+    and skipped, so its problem is generated again instead of failing the run."""
+    from common.progress import note
+
+    out: dict[str, Any] = {}
+    if not path.is_file():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                out[row["key"]] = row[field_name]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                note(f"cache: {path} line {i} is corrupt; its problem is generated again (the line is ignored; "
+                     "delete the file to drop it)")
+    return out
 
 
 def raw_samples(benchmark: str, problems: Sequence[Problem], prompts: Sequence[str], completions) -> list[dict]:
@@ -208,28 +243,58 @@ def raw_samples(benchmark: str, problems: Sequence[Problem], prompts: Sequence[s
             for p, prompt, group in zip(problems, prompts, completions) for j, c in enumerate(group)]
 
 
+def fit_context(prompts: list[str], tokenizer: Any, context: int | None,
+                max_new_tokens: int) -> tuple[list[str], list[int], int]:
+    """Each prompt's token budget within the model's context (``max_new_tokens`` capped at ``context``
+    minus the prompt's tokens) and the prompts cut from the left (as lm-eval cuts) where a prompt leaves
+    no room: it keeps ``context`` minus min(``max_new_tokens``, a quarter of the context) tokens. Returns
+    (prompts, budgets, prompts cut)."""
+    if not context or tokenizer is None:
+        return prompts, [max_new_tokens] * len(prompts), 0
+    out, budgets, cut = [], [], 0
+    for prompt in prompts:
+        try:
+            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        except Exception:  # noqa: BLE001 (a corrupted item: generate_guarded records its generation error)
+            out.append(prompt)
+            budgets.append(max_new_tokens)
+            continue
+        if len(ids) >= context:
+            keep = context - min(max_new_tokens, max(1, context // 4))
+            prompt, ids, cut = tokenizer.decode(ids[-keep:]), ids[-keep:], cut + 1
+        out.append(prompt)
+        budgets.append(max(1, min(max_new_tokens, context - len(ids))))
+    return out, budgets, cut
+
+
 def engine_identity(engine: Any) -> dict[str, Any]:
     """The generation engine's identity (``evaluation.generation.engine_record``) for the summary."""
     return engine.identity()
 
 
-def generate_guarded(engine: Any, prompts: Sequence[str], params: Any, offset: int = 0) -> list[list[Any]]:
+def generate_guarded(engine: Any, prompts: Sequence[str], params: Any, offset: int = 0,
+                     seeds: Sequence[int] | None = None) -> list[list[Any]]:
     """``engine.generate`` that loses no prompt to an error: when a batch raises, each prompt is retried alone
-    (with the seed of its position) and a prompt that still raises gets k ``Completion`` s with
-    ``finish_reason`` ``error`` and the message as text, which the scorer counts as a generation error
-    (``evaluation.scoring.drop_counts``) instead of dropping it. A batch whose every prompt fails re-raises:
-    that is a broken engine, not a dropped sample."""
+    (with the seed of its position, or its own of ``seeds``) and a prompt that still raises gets k
+    ``Completion`` s with ``finish_reason`` ``error`` and the message as text, which the scorer counts as a
+    generation error (``evaluation.scoring.drop_counts``) instead of dropping it. A batch whose every prompt
+    fails re-raises: that is a broken engine, not a dropped sample."""
     from evaluation.generation import Completion
     from evaluation.scoring import GENERATION_ERROR
 
+    def call(ps: list[str], start: int) -> list[list[Any]]:
+        if seeds is None:
+            return engine.generate(ps, params, offset=offset + start)
+        return engine.generate(ps, params, seeds=list(seeds[start:start + len(ps)]))
+
     try:
-        return engine.generate(list(prompts), params, offset=offset)
+        return call(list(prompts), 0)
     except Exception as err:  # noqa: BLE001  (retried prompt by prompt below; all failing re-raises)
         first = err
     out, errors = [], 0
     for i, prompt in enumerate(prompts):
         try:
-            out += engine.generate([prompt], params, offset=offset + i)
+            out += call([prompt], i)
         except Exception as err:  # noqa: BLE001
             errors += 1
             msg = f"{type(err).__name__}: {err}"
@@ -241,79 +306,172 @@ def generate_guarded(engine: Any, prompts: Sequence[str], params: Any, offset: i
     return out
 
 
-def _read_cache(path: Path, field_name: str) -> dict[str, Any]:
-    return {row["key"]: row[field_name] for row in read_jsonl(path, drop_torn_tail=True)} if path.is_file() else {}
+def truncation_warnings(name: str, requested: int, budgets: Sequence[int], cut: int, context: int | None) -> list[str]:
+    """The lines results.json (``warnings``) and the summary carry about the context."""
+    out = []
+    capped = sum(b < requested for b in budgets)
+    if capped:
+        out.append(f"{name}: --max-new-tokens {requested} capped for {capped} of {len(budgets)} problems at the "
+                   f"model's context ({context} positions) minus the prompt (budget {min(budgets)}-{max(budgets)})")
+    if cut:
+        out.append(f"{name}: {cut} of {len(budgets)} prompts longer than the model's context ({context}) were cut "
+                   "from the left")
+    return out
 
 
-def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Sampling,
-                 cache: Cache | None = None) -> tuple[list[dict], dict[str, Any]]:
+def _generate_per_problem(engine: Any, name: str, problems: list[Problem], prompts: list[str], sampling: Sampling,
+                          template: str, cache: Cache | None,
+                          context: int | None) -> tuple[list[dict], dict[str, Any]]:
+    """:func:`generate_set` problem by problem, each seeded by :func:`problem_seed` and capped at the
+    context, through the per-sample cache when there is one: only problems without a valid entry are
+    generated (vLLM: batches of ``batch_size // k`` problems with the same budget), each cached once done."""
+    from dataclasses import replace
+
+    from common.progress import Progress, note
+
+    record = sampling.record(template)
+    prompts, budgets, cut = fit_context(prompts, getattr(engine, "tokenizer", None), context, sampling.max_new_tokens)
+    seeds = [problem_seed(sampling.seed, name, p.id) for p in problems]
+    keys = [sample_key(cache, name, p.id, prompt, {**record, "max_new_tokens": b, "seed": s}) if cache else p.id
+            for p, prompt, b, s in zip(problems, prompts, budgets, seeds)]
+    path = cache.file(name) if cache else None
+    done = read_cache(path, "samples") if path else {}
+    done = {k: v for k, v in done.items() if isinstance(v, list) and len(v) == sampling.k}
+    todo = [i for i, key in enumerate(keys) if key not in done]
+    if path:
+        note(f"{name}: {len(problems) - len(todo)} of {len(problems)} problems from the cache, {len(todo)} to "
+             "generate")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # vLLM seeds each request apart and batches them; HF generates a seeded prompt alone anyway, so one
+    # problem a call costs nothing and moves the progress line problem by problem
+    per_batch = max(1, sampling.batch_size // sampling.k) if getattr(engine, "batches_seeded_prompts", False) else 1
+    batches: list[list[int]] = []
+    for i in todo:
+        if batches and len(batches[-1]) < per_batch and budgets[batches[-1][0]] == budgets[i]:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    seconds = 0.0
+    with Progress(f"{name} generate", total=len(todo)) as bar:
+        for batch in batches:
+            params = replace(sampling.params(template), max_new_tokens=budgets[batch[0]])
+            t0 = time.perf_counter()
+            completions = generate_guarded(engine, [prompts[i] for i in batch], params,
+                                           seeds=[seeds[i] for i in batch])
+            seconds += time.perf_counter() - t0
+            for i, group in zip(batch, completions):
+                done[keys[i]] = raw_samples(name, [problems[i]], [prompts[i]], [group])
+                if path and not any("error" in r for r in done[keys[i]]):  # a failed prompt is retried on resume
+                    append_jsonl(path, {"key": keys[i], "set": name, "problem_id": problems[i].id,
+                                        "samples": done[keys[i]]})
+            bar.update(len(batch), samples=len(batch) * sampling.k)
+    raw = [{**s, "sample": j} for key in keys for j, s in enumerate(done[key])]
+    return raw, {"template": template, "sampling": record, "generation_seconds": round(seconds, 3),
+                 "engine": engine_identity(engine),
+                 "cache": {"problems_cached": len(problems) - len(todo), "problems_generated": len(todo)},
+                 "context": {"positions": context, "prompts_truncated": cut,
+                             "max_new_tokens_capped": sum(b < sampling.max_new_tokens for b in budgets)},
+                 "warnings": truncation_warnings(name, sampling.max_new_tokens, budgets, cut, context)}
+
+
+def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Sampling, cache: Cache | None = None,
+                 context: int | None = None, per_problem: bool = False) -> tuple[list[dict], dict[str, Any]]:
     """Raw samples of one math or code set and their meta (template, sampling, seconds, cache counts).
-    With a cache, chunk by chunk (the backend's batch, with the seed it gets in one call over the set, so
-    a resumed run writes the numbers of an uninterrupted one); only missing chunks are generated."""
+    ``per_problem`` or a cache (``creditbench eval``, the workflow's real_generate): problem by problem
+    (:func:`_generate_per_problem`), each response capped at the model's ``context``; else (the workflow's
+    evaluate rule) one call over the set, seeded by position."""
     from evaluation.templates import render
 
     template = sampling.template_for(name)
     prompts = [render(template, p, getattr(engine, "tokenizer", None)) for p in problems]
-    params, record = sampling.params(template), sampling.record(template)
-    per_chunk = len(problems) or 1
-    if cache is not None:
-        per_chunk = max(1, int(getattr(engine, "batch_size", 0) or 32) // sampling.k)
-    chunks = [(s, problems[s:s + per_chunk], prompts[s:s + per_chunk]) for s in range(0, len(problems), per_chunk)]
-    cache_file = cache.folder / f"{name}.jsonl" if cache else None
-    done = _read_cache(cache_file, "samples") if cache_file else {}
-    keys = [chunk_key(cache.identity, name, template, record, s, ps) if cache else "" for s, _, ps in chunks]
-    from_cache = sum(len(c[1]) for c, key in zip(chunks, keys) if cache and key in done)
-    if cache_file:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        print(f"{name}: {from_cache} of {len(problems)} problems from the cache, {len(problems) - from_cache} to "
-              "generate", file=sys.stderr, flush=True)
-    raw, seconds = [], 0.0
-    for (start, probs, ps), key in zip(chunks, keys):
-        if not (cache and key in done):
-            t0 = time.perf_counter()
-            samples = raw_samples(name, probs, ps, generate_guarded(engine, ps, params, offset=start))
-            seconds += time.perf_counter() - t0
-            if cache_file and not any("error" in r for r in samples):  # a failed prompt is retried on resume
-                done[key] = samples
-                append_jsonl(cache_file, {"key": key, "set": name, "offset": start, "samples": samples})
-        else:
-            samples = done[key]
-        raw += samples
-    return raw, {"template": template, "sampling": record, "generation_seconds": round(seconds, 3),
-                 "engine": engine_identity(engine),
-                 "cache": {"problems_cached": from_cache, "problems_generated": len(problems) - from_cache}}
+    if cache is not None or per_problem:
+        return _generate_per_problem(engine, name, problems, prompts, sampling, template, cache, context)
+    t0 = time.perf_counter()
+    raw = raw_samples(name, problems, prompts, generate_guarded(engine, prompts, sampling.params(template)))
+    return raw, {"template": template, "sampling": sampling.record(template),
+                 "generation_seconds": round(time.perf_counter() - t0, 3), "engine": engine_identity(engine),
+                 "cache": {"problems_cached": 0, "problems_generated": len(problems)}}
+
+
+def _mcq_key(cache: Cache, name: str, problem: Problem, sampling: Sampling, ids: Sequence[str]) -> str:
+    """An item's key (zero-shot: the item alone; few-shot: the whole subset, whose items lm-eval draws
+    the shots from)."""
+    item = sha(json.dumps([problem.id, problem.question, problem.answer, problem.choices]))
+    knobs = {"num_fewshot": sampling.num_fewshot, "protocol": sampling.mcq_protocol, "batch_size": sampling.batch_size,
+             "subset": sha(json.dumps(list(ids))) if sampling.num_fewshot else None}
+    return sample_key(cache, name, problem.id, item, knobs)
 
 
 def mcq_sets(engine: Any, model_dir: str, subsets: Mapping[str, list[Problem]], sampling: Sampling, *,
-             device: str, cache: Cache | None = None) -> dict[str, tuple[list[dict], dict[str, Any]]]:
-    """The multiple-choice sets through lm-eval (``evaluation.mcq.loglikelihood_sets``), cached per set."""
+             device: str, cache: Cache | None = None,
+             context: int | None = None) -> dict[str, tuple[list[dict], dict[str, Any]]]:
+    """The multiple-choice sets through lm-eval (``evaluation.mcq.loglikelihood_sets``), cached per item:
+    only the items without a cache entry go to lm-eval; its per-set accuracies are recomputed over all."""
+    from common.progress import note
     from evaluation.mcq import loglikelihood_sets
 
-    cache_file = cache.folder / "mcq.jsonl" if cache else None
-    keys = {n: sha(json.dumps({"model": cache.identity["model"]["sha256"], "set": n, "config":
-                               cache.identity["config"], "ids": [p.id for p in ps]}, sort_keys=True)) if cache else ""
+    keys = {n: [_mcq_key(cache, n, p, sampling, [q.id for q in ps]) if cache else p.id for p in ps]
             for n, ps in subsets.items()}
-    done = _read_cache(cache_file, "result") if cache_file else {}
-    todo = {n: ps for n, ps in subsets.items() if not (cache and keys[n] in done)}
-    if cache_file:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        print(f"multiple choice: {len(subsets) - len(todo)} of {len(subsets)} sets from the cache",
-              file=sys.stderr, flush=True)
-    fresh = loglikelihood_sets(model_dir, todo, device=device, batch_size=sampling.batch_size, seed=sampling.seed,
-                               num_fewshot=sampling.num_fewshot, protocol=sampling.mcq_protocol,
-                               engine=engine) if todo else {}
+    done = {n: read_cache(cache.file(n), "result") if cache else {} for n in subsets}
+    todo = {n: [p for p, key in zip(ps, keys[n]) if key not in done[n]] for n, ps in subsets.items()}
+    todo = {n: ps for n, ps in todo.items() if ps}
+    if cache:
+        for n, ps in subsets.items():
+            note(f"{n}: {len(ps) - len(todo.get(n, []))} of {len(ps)} items from the cache, "
+                 f"{len(todo.get(n, []))} to score")
+    with _quiet_truncation():  # lm-eval warns once per cut request; counted per set below instead
+        fresh = loglikelihood_sets(model_dir, todo, device=device, batch_size=sampling.batch_size,
+                                   seed=sampling.seed, num_fewshot=sampling.num_fewshot,
+                                   protocol=sampling.mcq_protocol, engine=engine) if todo else {}
     out = {}
     for name, problems in subsets.items():
-        if name in todo:
+        meta = None
+        if name in fresh:
             raw, meta = fresh[name]
-            if cache_file:
-                append_jsonl(cache_file, {"key": keys[name], "set": name, "result": [raw, meta]})
-        else:
-            raw, meta = done[keys[name]]
-        n = len(problems)
-        out[name] = (raw, {**meta, "cache": {"problems_cached": 0 if name in todo else n,
-                                             "problems_generated": n if name in todo else 0}})
+            by_id = {r["problem_id"]: r for r in raw}
+            for p, key in zip(problems, keys[name]):
+                if p.id in by_id:
+                    done[name][key] = [by_id[p.id], meta]
+                    if cache:
+                        cache.file(name).parent.mkdir(parents=True, exist_ok=True)
+                        append_jsonl(cache.file(name), {"key": key, "set": name, "problem_id": p.id,
+                                                        "result": done[name][key]})
+        rows = [done[name][key] for key in keys[name]]
+        raw, meta = [row[0] for row in rows], dict(meta or rows[0][1])
+        for field_name in ("lm_eval_acc", "lm_eval_acc_norm"):
+            if meta.get(field_name) is not None:
+                meta[field_name] = float(sum(bool(r[field_name]) for r in raw) / len(raw))
+        n, generated = len(problems), len(todo.get(name, []))
+        cut = _mcq_cut(raw, getattr(engine, "tokenizer", None), context)
+        meta.update({"context": {"positions": context, "prompts_truncated": cut},
+                     "warnings": [f"{name}: {cut} of {n} items longer than the model's context ({context}) were "
+                                  "cut from the left by lm-eval"] if cut else []})
+        out[name] = (raw, {**meta, "cache": {"problems_cached": n - generated, "problems_generated": generated}})
     return out
+
+
+class _quiet_truncation:
+    """Drop lm-eval's per-request left-truncation warnings while it runs (:func:`_mcq_cut` counts them)."""
+
+    def _filter(self, record: Any) -> bool:
+        return "exceeds model's maximum length" not in record.getMessage()
+
+    def __enter__(self) -> None:
+        import logging
+
+        self.logger = logging.getLogger("lm_eval.models.huggingface")
+        self.logger.addFilter(self._filter)
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeFilter(self._filter)
+
+
+def _mcq_cut(raw: Sequence[Mapping[str, Any]], tokenizer: Any, context: int | None) -> int:
+    """Items whose prompt and longest option exceed ``context`` tokens, the items lm-eval cuts from the left."""
+    if tokenizer is None or not context:
+        return 0
+    return sum(max((len(tokenizer(r["prompt"] + " " + c, add_special_tokens=False)["input_ids"])
+                    for c in r.get("choices") or [""]), default=0) > context + 1 for r in raw if "prompt" in r)
 
 
 def needs_engine(sets: Sequence[str], backend: str) -> bool:
@@ -330,10 +488,14 @@ def load_engine(backend: str, model_dir: str, sampling: Sampling, device: str) -
 
 
 def generate_sets(model_dir: str, subsets: Mapping[str, list[Problem]], sampling: Sampling, *, backend: str,
-                  device: str, cache: Cache | None = None, engine: Any = None,
+                  device: str, cache: Cache | None = None, engine: Any = None, per_problem: bool = False,
                   progress: Callable[[str], None] = lambda name: None) -> dict[str, tuple[list[dict], dict]]:
     """Every set's raw samples and meta (name -> (raw, meta)), with one loaded model: sampled for math and
-    code, by log-likelihood for multiple choice (the loaded model when the backend is HF)."""
+    code, by log-likelihood for multiple choice (the loaded model when the backend is HF). With a cache or
+    ``per_problem``, problem by problem within the model's context (``config.json``)."""
+    from evaluation.eval_checks import context_length
+
+    context = context_length(Path(model_dir)) if cache is not None or per_problem else None
     generated_names, mcq_names = split_sets(list(subsets))
     generated, mcq = {n: subsets[n] for n in generated_names}, {n: subsets[n] for n in mcq_names}
     if engine is None and needs_engine(list(subsets), backend):
@@ -341,12 +503,12 @@ def generate_sets(model_dir: str, subsets: Mapping[str, list[Problem]], sampling
     out: dict[str, tuple[list[dict], dict]] = {}
     for name, problems in generated.items():
         progress(name)
-        raw, meta = generate_set(engine, name, problems, sampling, cache)
+        raw, meta = generate_set(engine, name, problems, sampling, cache, context, per_problem)
         out[name] = (raw, {**meta, "backend": backend})
     if mcq:
         progress(",".join(mcq))
         out.update(mcq_sets(engine if backend == "hf" else None, model_dir, mcq, sampling, device=device,
-                            cache=cache))
+                            cache=cache, context=context))
     return {name: out[name] for name in subsets}
 
 
@@ -361,7 +523,8 @@ def sample_hashes(doc_id: int, record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def score_set(name: str, problems: list[Problem], raw: list[dict], meta: Mapping[str, Any], *, seed: int,
-              grader_timeout_s: float, grader_workers: int = 1) -> tuple[list[dict], dict[str, Any]]:
+              grader_timeout_s: float, grader_workers: int = 1,
+              progress: bool = False) -> tuple[list[dict], dict[str, Any]]:
     """Grade one set's raw samples (``meta`` from :func:`generate_sets`): per-sample records and the summary,
     the one schema every path writes (``evaluation.scoring.score`` plus the generation's meta). Multiple
     choice: our letter match is checked against lm-eval's verdict, and a dominant letter is a warning."""
@@ -372,7 +535,8 @@ def score_set(name: str, problems: list[Problem], raw: list[dict], meta: Mapping
     loglik = bool(meta["sampling"].get("loglikelihood"))
     t0 = time.perf_counter()
     records, summary = score(name, problems, raw, k=meta["sampling"]["n"], template=meta["template"], seed=seed,
-                             grader_timeout_s=grader_timeout_s, grader_workers=grader_workers, loglikelihood=loglik)
+                             grader_timeout_s=grader_timeout_s, grader_workers=grader_workers, loglikelihood=loglik,
+                             progress=progress)
     if loglik:
         from evaluation.mcq import check_lm_eval, letter_warning
 
@@ -383,7 +547,10 @@ def score_set(name: str, problems: list[Problem], raw: list[dict], meta: Mapping
             logging.getLogger(__name__).warning(warning)
     index = {p.id: i for i, p in enumerate(problems)}
     records = [{**r, **sample_hashes(index[r["problem_id"]], r)} for r in records]
+    warnings = [*summary.get("warnings", []), *meta.get("warnings", [])]
     summary.update({k: v for k, v in meta.items() if k not in summary or k == "grader_version"})
+    if warnings or "warnings" in summary:
+        summary["warnings"] = warnings
     summary["scoring_seconds"] = round(time.perf_counter() - t0, 3)
     return records, summary
 

@@ -17,22 +17,28 @@ metrics with stderr and 95 % bootstrap CIs (lm-eval's field names where it has o
 / ``target_hash``);
 ``OUT/samples_<set>.jsonl`` holds every graded sample with exactly what was graded, and
 ``OUT/eval/<model>/seed<s>/step0/<set>.summary.json`` each set in the workflow's summary schema, so that
-``creditbench report --results OUT`` tabulates it. ``--limit`` draws ``--subset-seed``'s subset by the one
-subset rule (``evaluation.driver.select``: stratified by subject and level where the set has them, kept in
-file order), the draw the workflow's ``real_eval.limit`` / ``subset_seed`` makes.
+``creditbench report --results OUT`` tabulates it (``creditbench compare OUT1 OUT2`` compares models).
+``--limit`` draws ``--subset-seed``'s subset by the one subset rule (``evaluation.driver.select``:
+stratified by subject and level where the set has them, kept in file order), the draw the workflow's
+``real_eval.limit`` / ``subset_seed`` makes.
 
 Errors before work: every argument (model folder, output folder, sets, template, k / temperature, data
 files) is checked before the model is loaded; a user error is one line on stderr and exit code 2
 (``--debug``: with its traceback). Greedy decoding (``--temperature 0``) with ``--k`` > 1 is refused: the
 k samples would be identical copies, so avg@k would be greedy accuracy under another name.
 
-Identity and resume: ``OUT/run.json`` (written once the checks pass) names the model's content sha256 and
-the configuration; another model or configuration in the same ``--out`` is refused, so results never
-replace another run's. Generated samples are cached in ``OUT/cache/<set>.jsonl`` one generation chunk at a
-time, keyed by the model sha256, set, the chunk's prompts (items and template), sampling parameters, backend
-and device; a killed run, rerun with the same command, generates only the missing chunks (its log gives
-the counts) and, with the same seeds per chunk, writes the numbers an uninterrupted run writes.
-Multiple-choice sets are cached per set.
+Identity, cache and resume: the model's identity (``evaluation.eval_checks.model_identity``) hashes what
+decides its outputs (weight tensors, tokenizer, config, generation config), so a re-converted model or a
+checkpoint beside its optimizer state keeps it. ``OUT/run.json`` (written once the model has loaded, so a
+failed start leaves ``--out`` free) names it and the configuration; another model or configuration in the
+same ``--out`` is refused, so results never replace another run's. Generated samples are cached per problem
+in ``--cache`` (default ``$CREDITBENCH_CACHE`` or ``~/.cache/creditbench/eval``, shared by every run), keyed by
+the identity, set, problem, prompt, sampling knobs, backend and device (``evaluation.driver.Cache``): a
+larger ``--limit``, another set, another grader timeout or a killed run generates only what is missing, and
+a problem's samples are those of any other run that draws it (seeded per problem from ``--seed``;
+``--subset-seed`` alone draws the problems). A corrupt cache line is named and its problem generated again.
+Progress (problems and samples done, rate, time left) goes to stderr and ``OUT/eval.log``; a response is
+capped at the model's context minus its prompt and cut prompts are counted (``results.json`` ``warnings``).
 """
 
 from __future__ import annotations
@@ -41,10 +47,12 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import re
 import shlex
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +68,11 @@ from evaluation.eval_checks import (
     UsageError,
     check_args,
     check_identity,
+    check_model_files,
     check_out,
-    model_sha256,
+    context_length,
+    model_identity,
+    model_sha256,  # noqa: F401  (re-exported: the identity's sha256)
     resolve_model,
 )
 from evaluation.grading import GRADER_VERSION
@@ -81,15 +92,20 @@ class Plan:
     identity: dict[str, Any]
 
 
-KEY_EXCLUDED = ("func", "out", "verbose", "debug", "data_dir", "model")
-"""Arguments that do not change the numbers (the model enters the key by its content sha256)."""
+KEY_EXCLUDED = ("func", "out", "verbose", "debug", "data_dir", "model", "cache")
+"""Arguments that do not change the numbers (the model enters the key by its identity sha256)."""
+
+
+def default_cache() -> Path:
+    """``$CREDITBENCH_CACHE``, else ``$XDG_CACHE_HOME/creditbench/eval`` (``~/.cache/creditbench/eval``)."""
+    if os.environ.get("CREDITBENCH_CACHE"):
+        return Path(os.environ["CREDITBENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "creditbench" / "eval"
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check every argument and file before any work; raises :class:`UsageError`."""
     args.sets = list(expand_sets(args.sets))  # suites as their sets; an unknown name stays to be refused
-    if args.subset_seed is None:
-        args.subset_seed = args.seed
     check_args(args)
     sampling = driver.Sampling.from_args(args)
     sampling.check(args.sets)
@@ -107,7 +123,10 @@ def make_plan(args: argparse.Namespace) -> Plan:
     config = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()
               if key not in KEY_EXCLUDED}
     config["templates"] = {n: sampling.template_for(n) for n in driver.split_sets(args.sets)[0]}
-    model = {"path": args.model, "resolved": str(model_dir), "sha256": model_sha256(model_dir)}
+    check_model_files(model_dir, args.model, config["templates"])
+    model = {"path": args.model, "resolved": str(model_dir), "context": context_length(model_dir),
+             "identity": model_identity(model_dir)}
+    model["sha256"] = model["identity"]["sha256"]
     key_src = {"model_sha256": model["sha256"], "config": config, "data": {n: d["sha256"] for n, d in data.items()}}
     identity = {"run_key": driver.sha(json.dumps(key_src, sort_keys=True))[:16], "model": model, "config": config}
     check_identity(out, identity)
@@ -140,26 +159,46 @@ def write_summaries(out: Path, plan: Plan, args: argparse.Namespace, summaries: 
     return paths
 
 
+class AfterLoadError(RuntimeError):
+    """A failure once the work has started, already worded as one line (the file and what to do)."""
+
+
+def load_model(args: argparse.Namespace, plan: Plan) -> Any:
+    """The generation engine (None when no set needs it here); a model transformers cannot load is one line."""
+    if not driver.needs_engine(list(plan.subsets), args.backend):
+        return None
+    if not args.verbose:  # transformers' own warnings before a failure would make it more than one line
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+    try:
+        return driver.load_engine(args.backend, str(plan.model_dir), plan.sampling, args.device)
+    except Exception as err:  # noqa: BLE001 (transformers raises OSError, ValueError, RuntimeError, ...)
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        raise AfterLoadError(f"--model {args.model}: transformers could not load this folder ({type(err).__name__}: "
+                             f"{first}); check its weights and tokenizer files (re-download or re-convert); no "
+                             "output was written") from err
+
+
 def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[str, Any]:
-    """Evaluate the planned sets; writes ``run.json``, the cache, ``samples_<set>.jsonl`` and ``results.json``."""
-    from tqdm import tqdm
+    """Evaluate the planned sets; writes ``run.json`` (once the model has loaded, so a failed start leaves
+    ``--out`` free), ``eval.log`` (progress), the cache, ``samples_<set>.jsonl`` and ``results.json``."""
+    from common import progress
 
     t0 = time.perf_counter()
     start = dt.datetime.now(dt.timezone.utc)
     out = Path(args.out)
+    engine = load_model(args, plan)
     write_json_atomic(out / "run.json", {**plan.identity, "command": command, "date": start.isoformat()})
-    engine = None
-    if driver.needs_engine(list(plan.subsets), args.backend):
-        engine = driver.load_engine(args.backend, str(plan.model_dir), plan.sampling, args.device)
-    with tqdm(total=len(args.sets), desc="creditbench eval", unit="set", file=sys.stderr) as bar:
-        raw = driver.generate_sets(str(plan.model_dir), plan.subsets, plan.sampling, backend=args.backend,
-                                   device=args.device, cache=driver.Cache(out / "cache", plan.identity),
-                                   engine=engine, progress=bar.set_postfix_str)
-        scored = {}
-        for name, (samples, meta) in raw.items():
-            scored[name] = driver.score_set(name, plan.subsets[name], samples, meta, seed=args.seed,
-                                            grader_timeout_s=args.grader_timeout_s)
-            bar.update(1)
+    progress.log_to(out / "eval.log")
+    progress.note(f"creditbench eval: {command}")
+    cache = driver.Cache(Path(args.cache), plan.identity["model"]["sha256"], args.backend, args.device)
+    raw = driver.generate_sets(str(plan.model_dir), plan.subsets, plan.sampling, backend=args.backend,
+                               device=args.device, cache=cache, engine=engine)
+    scored = {}
+    for name, (samples, meta) in raw.items():
+        scored[name] = driver.score_set(name, plan.subsets[name], samples, meta, seed=args.seed,
+                                        grader_timeout_s=args.grader_timeout_s, progress=True)
     for name, (records, _) in scored.items():
         write_jsonl_atomic(out / f"samples_{name}.jsonl", records)
     for stale in out.glob("samples_*.jsonl"):  # never beside results that do not list them
@@ -187,6 +226,7 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
         "git_hash": commit,
         "samples": {name: f"samples_{name}.jsonl" for name in args.sets},
         "summaries": write_summaries(out, plan, args, {n: s for n, (_, s) in scored.items()}),
+        "warnings": [w for name in args.sets for w in scored[name][1].get("warnings", [])],
         "total_evaluation_time_seconds": round(time.perf_counter() - t0, 3),
     }
     write_json_atomic(out / "results.json", results)
@@ -194,16 +234,19 @@ def evaluate_model(args: argparse.Namespace, plan: Plan, command: str) -> dict[s
 
 
 def format_results(results: dict[str, Any]) -> str:
-    """A short table, one line per set: the headline metric with its CI."""
+    """A short table, one line per set: the headline metric with its CI and where the samples went (the drop
+    rule under it), then the warnings."""
     lines = [f"{'set':<16} {'protocol':<9} {'n':>5} {'k':>3}  metric"]
     for name, r in results["results"].items():
         m = r["metrics"]
         key = "acc_norm" if "acc_norm" in m else "acc" if "acc" in m else "avg_at_k"
         lo, hi = m[f"{key}_ci95"]
         lines.append(f"{name:<16} {r['protocol']:<9} {r['n']:>5} {r['k']:>3}  "
-                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]  samples: {drops_text(r['drops'])}")
+                     f"{key} {100 * m[key]:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                     + (f"  samples: {drops_text(r['drops'])}" if "drops" in r else ""))
+    if any("drops" in r for r in results["results"].values()):
+        lines.append(DROP_RULE)
     lines += [f"warning: {w}" for r in results["results"].values() for w in r.get("warnings", [])]
-    lines.append(DROP_RULE)
     return "\n".join(lines)
 
 
@@ -234,12 +277,14 @@ def build_parser(prog: str = "creditbench eval") -> argparse.ArgumentParser:
     ap.add_argument("--backend", choices=("hf", "vllm"), default="hf")
     ap.add_argument("--batch-size", type=int, default=16, metavar="N")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--seed", type=int, default=0, help="sampling seed (and the subset's, unless --subset-seed)")
-    ap.add_argument("--subset-seed", type=int, default=None, metavar="S", help="--limit's seed (None: --seed)")
+    ap.add_argument("--seed", type=int, default=0, help="sampling seed (not the problems drawn)")
+    ap.add_argument("--subset-seed", type=int, default=0, metavar="S", help="seed of --limit's draw of problems")
     ap.add_argument("--grader-timeout-s", type=float, default=5.0, metavar="S")
     ap.add_argument("--data-dir", type=Path, default=None, help="benchmark files (default data/benchmarks)")
     ap.add_argument("--out", type=Path, default=Path("results/eval"),
-                    help="one run's folder: results.json, samples_*.jsonl, cache/ (resumes the same run)")
+                    help="one run's folder: results.json, samples_*.jsonl, eval.log (reruns the same run)")
+    ap.add_argument("--cache", type=Path, default=None, metavar="DIR",
+                    help="per-sample cache shared by runs (None: $CREDITBENCH_CACHE or ~/.cache/creditbench/eval)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--debug", action="store_true", help="show the traceback of a user error")
     return ap
@@ -251,6 +296,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "creditbench eval") -> i
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    args.cache = args.cache or default_cache()
     try:
         plan = make_plan(args)
     except UsageError as err:
@@ -258,7 +304,26 @@ def main(argv: Sequence[str] | None = None, prog: str = "creditbench eval") -> i
             raise
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    results = evaluate_model(args, plan, shlex.join([*prog.split(), *argv]))
+    context = plan.identity["model"]["context"]
+    if context and args.max_new_tokens >= context and driver.split_sets(args.sets)[0]:
+        print(f"{prog}: --max-new-tokens {args.max_new_tokens}: the model's context is {context} positions "
+              "(config.json); each response is capped at the context minus its prompt (results.json: warnings)",
+              file=sys.stderr)
+    try:
+        results = evaluate_model(args, plan, shlex.join([*prog.split(), *argv]))
+    except AfterLoadError as err:
+        if args.debug:
+            raise
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # noqa: BLE001 (after load: one line; --debug for the traceback)
+        if args.debug:
+            raise
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        print(f"{prog}: error: {type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:300]} (at "
+              f"{Path(where.filename).name}:{where.lineno}; what was generated is in the cache {args.cache}: rerun "
+              "the same command to resume, --debug for the traceback)", file=sys.stderr)
+        return 1
     print(format_results(results))
     print(f"wrote {Path(args.out) / 'results.json'} in {results['total_evaluation_time_seconds']:.1f} s")
     return 0

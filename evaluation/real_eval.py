@@ -122,7 +122,7 @@ def load_subset(cfg: Config, name: str) -> tuple[list[Problem], dict[str, Any]]:
 def cmd_generate(cfg: Config, args: argparse.Namespace) -> None:
     subsets = {name: load_subset(cfg, name) for name in args.sets}
     produced = driver.generate_sets(args.model_dir, {n: p for n, (p, _) in subsets.items()}, sampling(cfg, args.seed),
-                                    backend=cfg.eval.backend, device=cfg.runtime.device)
+                                    backend=cfg.eval.backend, device=cfg.runtime.device, per_problem=True)
     out = Path(args.out_dir)
     ids = driver.run_ids(args.model_dir, args.method, args.seed, args.step)
     for name in args.sets:

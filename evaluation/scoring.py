@@ -14,12 +14,13 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 
 import numpy as np
 
 from common.records import DROP_KEYS
 from evaluation.benchmarks import Problem, get_benchmark
-from evaluation.grading import GRADER_VERSION, Verdict, equivalent, grade, grade_many
+from evaluation.grading import DATASETS, GRADER_VERSION, Verdict, equivalent, grade, grade_many
 from evaluation.metrics import avg_at_k, bootstrap_ci, maj_at_k, mean_g_pass_at_k, mean_pass_at_k
 
 
@@ -27,19 +28,28 @@ def _same_answer(bench, timeout_s: float):
     """maj@k's equivalence of two extracted answers: the checker's for math sets, string equality otherwise."""
     if bench.kind != "math":
         return None
-    return lambda a, b: equivalent(a, b, dataset=bench.grader_rule, timeout_s=timeout_s)
+    rule = bench.grader_rule if bench.grader_rule in DATASETS else None  # reasoning_gym: plain math equivalence
+    return lambda a, b: equivalent(a, b, dataset=rule, timeout_s=timeout_s)
 
 
 def grade_samples(problems: list[Problem], texts: list[list[str]], *, rule: str | None, timeout_s: float,
-                  workers: int) -> list[list[Verdict]]:
-    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for."""
-    pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
+                  workers: int, progress: str | None = None) -> list[list[Verdict]]:
+    """Grade every sample (``texts[i][j]``: sample j of problem i); the pool only when asked for.
+    ``progress``: the bar's name (``common.progress``), problem by problem."""
     if workers > 1:
+        pairs = [(t, p.answer) for p, group in zip(problems, texts) for t in group]
         flat = grade_many(pairs, dataset=rule, timeout_s=timeout_s, workers=workers)
-    else:
-        flat = [grade(text, gold, dataset=rule, timeout_s=timeout_s) for text, gold in pairs]
-    k = len(texts[0]) if texts else 0
-    return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+        k = len(texts[0]) if texts else 0
+        return [flat[i * k : (i + 1) * k] for i in range(len(problems))]
+    from common.progress import Progress
+
+    out = []
+    with Progress(progress, total=len(problems)) if progress else nullcontext() as bar:
+        for p, group in zip(problems, texts):
+            out.append([grade(text, p.answer, dataset=rule, timeout_s=timeout_s) for text in group])
+            if bar:
+                bar.update(1, samples=len(group))
+    return out
 
 
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.S)
@@ -161,7 +171,7 @@ def drops_text(drops: Mapping[str, int]) -> str:
 
 def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, template: str, seed: int,
           grader_timeout_s: float, grader_workers: int = 1,
-          loglikelihood: bool = False) -> tuple[list[dict], dict]:
+          loglikelihood: bool = False, progress: bool = False) -> tuple[list[dict], dict]:
     """Grade raw samples; returns (per-sample records, summary of the scores). ``loglikelihood``: the
     responses are letters chosen by log-likelihood (lm-eval), compared with the gold letter."""
     bench = get_benchmark(benchmark)
@@ -171,10 +181,21 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
     if loglikelihood:
         verdicts = grade_letters(problems, texts)
     elif bench.kind == "code":
-        verdicts, extra = grade_code(problems, texts, template, benchmark)
+        from common.progress import Progress
+
+        with Progress(f"{benchmark} code scoring (EvalPlus, one sandbox call)", total=len(problems)) \
+                if progress else nullcontext() as bar:
+            verdicts, extra = grade_code(problems, texts, template, benchmark)
+            if bar:
+                bar.update(len(problems), samples=sum(map(len, texts)))
+    elif bench.grader_rule == "reasoning_gym":  # number: the answer checker; text: the task's verifier, binary
+        from evaluation.rg_tasks import grade_rg
+
+        verdicts = [[grade_rg(t, p.answer, p.meta, timeout_s=grader_timeout_s) for t in group]
+                    for p, group in zip(problems, texts)]
     else:
         verdicts = grade_samples(problems, texts, rule=bench.grader_rule, timeout_s=grader_timeout_s,
-                                 workers=grader_workers)
+                                 workers=grader_workers, progress=f"{benchmark} grade" if progress else None)
     # a sample the engine failed to generate is not graded: its (empty) verdict is replaced, never counted right
     verdicts = [[Verdict(False, None, "generation_error", 0.0) if r.get("finish_reason") == GENERATION_ERROR else v
                  for r, v in zip(group, vs)] for group, vs in zip(groups, verdicts)]

@@ -3,6 +3,7 @@ r"""Prompt templates per model family; every result should record the template n
 * ``base_boxed``   zero-shot for base models, asks for ``\boxed{}``.
 * ``base_fewshot`` few-shot math for base models (four short worked examples written for this project).
 * ``chat_boxed``   the tokenizer's chat template around the zero-shot ``\boxed{}`` instruction.
+* ``chat_answer``  the chat template around a one-line ``\boxed{}`` instruction (short procedural tasks).
 * ``base_mcq`` / ``chat_mcq``   multiple choice, answer is a letter.
 * ``base_code`` / ``chat_code`` MBPP+/HumanEval+: direct completion of the prompt / a fenced code answer.
 """
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from evaluation.benchmarks import LETTERS, Problem
 
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+ANSWER_INSTRUCTION = "Put the final answer in \\boxed{}."
 MCQ_CHAT_INSTRUCTION = ("Answer the following multiple choice question. Think step by step, then put only "
                         "the letter of the correct option within \\boxed{}.")
 CODE_CHAT_INSTRUCTION = ("Write a self-contained Python solution to the task below. Reply with the complete "
@@ -73,6 +75,10 @@ def _chat_boxed(p: Problem, tok: Any) -> str:
     return _chat(tok, f"{p.question}\n{BOXED_INSTRUCTION}", "chat_boxed")
 
 
+def _chat_answer(p: Problem, tok: Any) -> str:
+    return _chat(tok, f"{p.question}\n{ANSWER_INSTRUCTION}", "chat_answer")
+
+
 def _qa(p: Problem, tok: Any) -> str:
     """The embedded synthetic task's own format (training.data.PROMPT_TEMPLATE)."""
     return f"Question: {p.question}\nAnswer:"
@@ -98,6 +104,8 @@ TEMPLATES: Mapping[str, Template] = MappingProxyType({
     "base_boxed": Template("base_boxed", "base", ("math",), "zero-shot, \\boxed{} instruction"),
     "base_fewshot": Template("base_fewshot", "base", ("math",), f"{len(FEWSHOT_MATH)}-shot math, \\boxed{{}}"),
     "chat_boxed": Template("chat_boxed", "chat", ("math",), "chat template, \\boxed{} instruction"),
+    "chat_answer": Template("chat_answer", "chat", ("math",), "chat template, one-line \\boxed{} instruction "
+                            "(short tasks: no step-by-step request)"),
     "qa": Template("qa", "base", ("math",), "Question/Answer lines of the synthetic task (training.data)"),
     "base_mcq": Template("base_mcq", "base", ("mcq",), "lettered options, 'Answer:' cue"),
     "chat_mcq": Template("chat_mcq", "chat", ("mcq",), "chat template, letter in \\boxed{}"),
@@ -107,7 +115,8 @@ TEMPLATES: Mapping[str, Template] = MappingProxyType({
 
 _RENDER: Mapping[str, Callable[[Problem, Any], str]] = MappingProxyType({
     "base_boxed": _base_boxed, "base_fewshot": _base_fewshot, "chat_boxed": _chat_boxed,
-    "qa": _qa, "base_mcq": _base_mcq, "chat_mcq": _chat_mcq, "base_code": _base_code, "chat_code": _chat_code,
+    "chat_answer": _chat_answer, "qa": _qa, "base_mcq": _base_mcq, "chat_mcq": _chat_mcq, "base_code": _base_code,
+    "chat_code": _chat_code,
 })
 
 

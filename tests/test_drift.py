@@ -188,7 +188,8 @@ def stale_card_names(text: str) -> list[str]:
              "terms_knobs": {k for p in PRESETS.values() for k in p.terms_knobs},
              "critic": {k for p in PRESETS.values() for k in p.critic},
              "token_weights": set(TOKEN_WEIGHTS), "token_advantage": set(TOKEN_ADVANTAGES),
-             "preset": {f.name for f in fields(Preset)}}
+             "preset": {f.name for f in fields(Preset)}
+             | {n for n, v in vars(Preset).items() if isinstance(v, property)}}
 
     def is_test_file(ref: str) -> bool:
         return any(t == ref or t.endswith("/" + ref) for t in tests)

@@ -270,3 +270,12 @@ def test_readme_is_short():
     """At most 180 lines: measurement logs belong in results/MEASUREMENTS.md."""
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 180, f"README.md has {len(lines)} lines > 180; move detail to results/MEASUREMENTS.md"
+
+
+def test_the_native_loop_reads_as_one_loop():
+    """``training.rl.train`` stays one readable loop (issue 37: about 110 lines), resume, the critic's wiring and
+    the update's micro-batching living beside it (``checkpoint.open_run``, ``critic.make_critic``,
+    ``phases.update_policy``)."""
+    tree = ast.parse((REPO / "training" / "rl.py").read_text(encoding="utf-8"))
+    train = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train")
+    assert train.end_lineno - train.lineno + 1 <= 110, train.end_lineno - train.lineno + 1

@@ -21,7 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("evaluation.grading.__main__", "grade a JSONL of prediction/answer pairs with the answer checker"),
     "benchmarks": ("", "list the registered sets, or verify their files (sha256, count)"),
     "plan": ("training.plan", "jobs, tokens, GPU-hours and peak GPU memory of a recipe"),
+    "contamination": ("evaluation.contamination", "a model's reconstruction of test problems from their first 60 % "
+                      "(vs a shuffled control) beside the sets' n-gram overlap with training data"),
     "report": ("evaluation.report.__main__", "tables (and figures) of a results tree"),
+    "compare": ("evaluation.report.compare", "models compared: creditbench eval runs, paired per problem"),
     "regress": ("evaluation.checks.regress", "compare result tables cell by cell against a reference"),
     "run": ("", "run the Snakemake workflow (arguments go to snakemake; default --cores 2)"),
 }
@@ -41,10 +44,12 @@ def benchmarks(argv: Sequence[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: creditbench benchmarks list | verify [--data-dir D] [--gpqa-dir G] [NAMES...]")
         return 0
-    if argv[0] == "list":
+    if argv[0] == "list":  # the sets `creditbench eval --sets` takes (a generated set is the workflow's own)
+        print(f"{'set':<16} {'kind':<5} {'split':<5} {'problems':>9}  {'templates':<28} license")
         for b in bm.BENCHMARKS.values():
-            count = "generated" if b.generated else b.count
-            print(f"{b.name:<16} {b.kind:<5} {b.split:<5} {count!s:>9}  {','.join(b.templates):<28} {b.license}")
+            if not b.generated:
+                print(f"{b.name:<16} {b.kind:<5} {b.split:<5} {b.count:>9}  {','.join(b.templates):<28} {b.license}")
+        print(f"suites: {', '.join(f'{n} ({len(s)})' for n, s in bm.SUITES.items())}")
         return 0
     if argv[0] == "verify":
         return bm.main(list(argv[1:]))
@@ -52,12 +57,32 @@ def benchmarks(argv: Sequence[str]) -> int:
     return 2
 
 
+RUN_HELP = """usage: creditbench run [SNAKEMAKE ARGS...]
+
+Runs the Snakemake workflow of the current folder (its Snakefile; else the installed checkout's,
+{root}) with this interpreter; --cores 2 unless given. Every argument goes to snakemake, e.g.:
+
+  creditbench run                          # the default DAG (config/config.yaml)
+  creditbench run -n                       # dry run: the jobs it would run
+  creditbench run --configfile config/ci.yaml
+  creditbench run --cores all results/default/tables/main.md
+
+snakemake's own options: creditbench run --snakemake-help"""
+
+
 def run(argv: Sequence[str]) -> int:
-    """``snakemake`` in the repository root with this interpreter; ``--cores 2`` unless given."""
+    """``snakemake`` in the current folder (a checkout: it has a Snakefile; else the installed checkout) with
+    this interpreter; ``--cores 2`` unless given."""
     args = list(argv)
-    if not any(a in ("-c", "--cores", "-j", "--jobs") or a.startswith("--cores=") for a in args):
+    root = Path.cwd() if (Path.cwd() / "Snakefile").is_file() else REPO_ROOT
+    if args[:1] in (["-h"], ["--help"]):
+        print(RUN_HELP.format(root=REPO_ROOT))
+        return 0
+    if args[:1] == ["--snakemake-help"]:
+        args = ["--help"]
+    elif not any(a in ("-c", "--cores", "-j", "--jobs") or a.startswith("--cores=") for a in args):
         args = ["--cores", "2", *args]
-    return subprocess.call([sys.executable, "-m", "snakemake", *args], cwd=REPO_ROOT)
+    return subprocess.call([sys.executable, "-m", "snakemake", *args], cwd=root)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,3 +65,24 @@ def checkpoint_critic(preset: Any, model: Any, model_dir: str | Path) -> Critic 
         if saved is not None:
             critic.head.load_state_dict(saved["head"])
     return critic
+
+
+def make_critic(preset: Any, hidden_size: int, *, lr: float, state: Mapping[str, Any] | None = None) -> Critic | None:
+    """The loop's critic: None for a preset without one, else a value head (restored from a resume ``state``)."""
+    if not preset.critic:
+        return None
+    critic = Critic(hidden_size, preset.critic, lr=lr)
+    if state is not None:
+        critic.load_state_dict(state["critic"])
+    return critic
+
+
+def critic_update(critic: Critic | None, hidden: Tensor, values: Tensor | None, rewards: Tensor,
+                  mask: Tensor) -> dict[str, float]:
+    """The value head's step after the policy's, on the same batch (its own optimizer); {} without a critic."""
+    return {} if critic is None else critic.update(hidden, values, rewards, mask)
+
+
+def critic_state(critic: Critic | None) -> dict[str, Any]:
+    """The critic's part of the loop's resume state."""
+    return {} if critic is None else {"critic": critic.state_dict()}

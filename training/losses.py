@@ -6,7 +6,7 @@ an algorithm name:
     advantage(rewards[B], group_ids[B])            -> adv[B]          (GRPO / Dr.GRPO)
     token weights (training.credit)                 -> w[B, R]         (uniform, DelTA, CF, ...)
     surrogate(logp, old_logp, adv_t, eps...)        -> loss[B, R]      (PPO clip, clip-higher, dual clip)
-    per_token_loss(..., w, kl_beta, weights_on_kl)  -> loss[B, R]      (surrogate x weights + KL k3)
+    per_token_loss(..., w, kl_beta, weights_on_kl)  -> (loss, kl, clipped)[B, R]  (surrogate x weights + KL)
     aggregate(loss, mask, mode, num_tokens, ...)    -> scalar          (named by formula)
 
 Shapes: ``B`` sequences in the (micro-)batch, ``R`` response positions. Every per-token tensor is
@@ -19,15 +19,18 @@ the whole optimizer step; summing micro-batch losses then equals the full-batch 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor
+
+from training.registry import get, register
 
 AggregationMode = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 AGGREGATION_MODES: tuple[str, ...] = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 
 
+@register("outcome_advantage", "group", cite="GRPO (DeepSeekMath eq. 3); Dr.GRPO without std")
 def group_advantages(rewards: Tensor, group_ids: Tensor, *, scale_by_std: bool, eps: float = 1e-6) -> Tensor:
     """Outcome advantage A_i = (r_i - mean_g r) / (std_g r + eps)   [GRPO, DeepSeekMath eq. 3].
 
@@ -88,6 +91,14 @@ def log_importance_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor | None, le
     raise ValueError(f"unknown ratio level {level!r}; valid: {RATIO_LEVELS}")
 
 
+def clip_ratio(ratio: Tensor, eps_low: float | Tensor, eps_high: float | Tensor) -> Tensor:
+    """clip(r, 1 - eps_low, 1 + eps_high); the bounds may be per-token tensors [B, R] (``token_terms``)."""
+    if isinstance(eps_low, Tensor) or isinstance(eps_high, Tensor):  # per-token bounds
+        lo, hi = 1.0 - torch.as_tensor(eps_low, dtype=ratio.dtype), 1.0 + torch.as_tensor(eps_high, dtype=ratio.dtype)
+        return torch.minimum(torch.maximum(ratio, lo), hi)
+    return torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+
+
 def ppo_clip_surrogate(
     logp: Tensor,
     old_logp: Tensor,
@@ -109,11 +120,7 @@ def ppo_clip_surrogate(
     """
     ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level))
     pg1 = -advantages * ratio
-    if isinstance(eps_low, Tensor) or isinstance(eps_high, Tensor):  # per-token bounds
-        lo, hi = 1.0 - torch.as_tensor(eps_low, dtype=ratio.dtype), 1.0 + torch.as_tensor(eps_high, dtype=ratio.dtype)
-        pg2 = -advantages * torch.minimum(torch.maximum(ratio, lo), hi)
-    else:
-        pg2 = -advantages * torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
+    pg2 = -advantages * clip_ratio(ratio, eps_low, eps_high)
     loss = torch.maximum(pg1, pg2)
     if dual_clip_c is not None:
         capped = torch.minimum(loss, -advantages * dual_clip_c)
@@ -147,16 +154,54 @@ KL_ESTIMATORS = {"k3": kl_k3, "abs": kl_abs}
 """Per-token KL penalties by name: ``fn(logp, ref_logp, *, clamp) -> [B, R]``."""
 
 
+@register("policy_loss", "ppo_clip", cite="PPO / GRPO / DAPO clip-higher, dual clip; GSPO ratio levels")
+def ppo_clip(logp: Tensor, old_logp: Tensor, advantages: Tensor, *, eps_low: float | Tensor, eps_high: float | Tensor,
+             dual_clip_c: float | None, ratio_level: RatioLevel, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """:func:`ppo_clip_surrogate` and its clip statistic: the tokens whose ratio (at ``ratio_level``, GSPO's
+    sequence ratio broadcast over its tokens) lies outside [1 - eps_low, 1 + eps_high]. [B, R] each."""
+    loss = ppo_clip_surrogate(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c,
+                              ratio_level=ratio_level, mask=mask)
+    with torch.no_grad():
+        ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level)).expand_as(logp)
+        clipped = (ratio < 1 - eps_low) | (ratio > 1 + eps_high)
+    return loss, clipped
+
+
+@register("policy_loss", "cispo", cite="CISPO, MiniMax-M1 arXiv 2506.13585 eq. 4-5; verl, TRL loss_type='cispo'")
+def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, *, eps_low: float | Tensor, eps_high: float | Tensor,
+          dual_clip_c: float | None, ratio_level: RatioLevel, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """CISPO (MiniMax-M1, arXiv 2506.13585 §3.1 eq. 4-5): clip the importance weight, stop its gradient, keep
+    every token's gradient: loss = -sg(clip(r, 1 - eps_low, 1 + eps_high)) * A * log pi, so a token outside the
+    band still moves with weight 1 -/+ eps instead of 0 (PPO's clip drops it). verl ``compute_policy_loss_cispo``
+    exactly; TRL ``loss_type="cispo"`` (upper bound only, ``epsilon_high`` = 1 + eps_high) with eps_low >= 1.
+    The clip statistic is verl's (r outside the band). No dual clip (the weight is bounded already).
+    [B, R] each; ``ratio_level`` as :func:`ppo_clip` (TRL's sequence-level IS)."""
+    if dual_clip_c is not None:
+        raise ValueError("cispo: the clipped weight is bounded; dual_clip_c must be None")
+    ratio = torch.exp(log_importance_ratio(logp, old_logp, mask, ratio_level)).expand_as(logp)
+    weight = clip_ratio(ratio, eps_low, eps_high).detach()
+    clipped = ((ratio < 1 - eps_low) | (ratio > 1 + eps_high)).detach()
+    return -weight * advantages * logp, clipped
+
+
+class LossTerms(NamedTuple):
+    """:func:`per_token_loss`'s outputs, [B, R] each: the loss, the KL penalty, the clip indicator (bool)."""
+
+    per_token: Tensor
+    kl: Tensor
+    clipped: Tensor
+
+
 def per_token_loss(
     logp: Tensor,
     old_logp: Tensor,
     advantages: Tensor,
     weights: Tensor,
     *,
-    eps_low: float,
-    eps_high: float,
+    eps_low: float | Tensor,
+    eps_high: float | Tensor,
     dual_clip_c: float | None,
-    kl_beta: float,
+    kl_beta: float | Tensor,
     weights_on_kl: bool,
     kl_clamp: float | None,
     ref_logp: Tensor | None = None,
@@ -164,25 +209,28 @@ def per_token_loss(
     ratio_level: RatioLevel = "token",
     mask: Tensor | None = None,
     kl_estimator: KLEstimator = "k3",
-) -> tuple[Tensor, Tensor]:
-    """The one composition of surrogate, token weights and KL: ``(per_token [B, R], kl [B, R])``.
+    policy_loss: str = "ppo_clip",
+) -> LossTerms:
+    """The one composition of surrogate, token weights and KL: ``(per_token, kl, clipped)``, [B, R] each.
 
-    ``weights_on_kl`` says whether ``w`` multiplies the whole per-token loss (CF's ``per_token_loss * w``)
-    or the policy-gradient term only (DelTA's ``weighted_adv = lambda * A``):
-    ``w * (pg + beta * kl)`` or ``w * pg + beta * kl``. advantages [B] or [B, R]; ``kl`` is zero without
-    ``ref_logp`` (``kl_clamp``: see :func:`kl_k3`); ``is_ratio`` (TRL's vLLM importance-sampling correction,
-    [B, R] or [B, 1]) multiplies pg. Per-token surface: ``eps_low`` / ``eps_high`` / ``kl_beta`` may be [B, R]
-    tensors, ``ratio_level`` selects GSPO's sequence ratio (needs ``mask``), ``kl_estimator`` the penalty
-    (``KL_ESTIMATORS``; KL-Cov's |log pi - log pi_ref| with ``ref_logp`` = old log-probs).
+    ``policy_loss`` names the surrogate (``registry.methods("policy_loss")``; PPO's clip by default), which
+    also gives the clip statistic, so both backends log the same one. ``weights_on_kl`` says whether ``w``
+    multiplies the whole per-token loss (CF's ``per_token_loss * w``) or the policy-gradient term only
+    (DelTA's ``weighted_adv = lambda * A``): ``w * (pg + beta * kl)`` or ``w * pg + beta * kl``.
+    advantages [B] or [B, R]; ``kl`` is zero without ``ref_logp`` (``kl_clamp``: see :func:`kl_k3`);
+    ``is_ratio`` (TRL's vLLM importance-sampling correction, [B, R] or [B, 1]) multiplies pg. Per-token
+    surface: ``eps_low`` / ``eps_high`` / ``kl_beta`` may be [B, R] tensors, ``ratio_level`` selects GSPO's
+    sequence ratio (needs ``mask``), ``kl_estimator`` the penalty (``KL_ESTIMATORS``; KL-Cov's
+    |log pi - log pi_ref| with ``ref_logp`` = old log-probs).
     """
     adv_t = advantages.unsqueeze(-1).expand_as(logp) if advantages.dim() == 1 else advantages.expand_as(logp)
-    pg = ppo_clip_surrogate(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c,
-                            ratio_level=ratio_level, mask=mask)
+    pg, clipped = get("policy_loss", policy_loss).fn(logp, old_logp, adv_t, eps_low=eps_low, eps_high=eps_high,
+                                                     dual_clip_c=dual_clip_c, ratio_level=ratio_level, mask=mask)
     if is_ratio is not None:
         pg = pg * is_ratio
     kl = KL_ESTIMATORS[kl_estimator](logp, ref_logp, clamp=kl_clamp) if ref_logp is not None else torch.zeros_like(pg)
     per_token = weights * (pg + kl_beta * kl) if weights_on_kl else weights * pg + kl_beta * kl
-    return per_token, kl
+    return LossTerms(per_token, kl, clipped)
 
 
 def aggregate(
@@ -253,6 +301,7 @@ def token_mean_normaliser(
     raise ValueError(f"unknown token-mean normaliser {mode!r}; valid: {TOKEN_MEAN_NORMALISERS}")
 
 
+@register("outcome_advantage", "w_reinforce", backends=("native",), cite="W-REINFORCE arXiv 2506.01347")
 def w_reinforce_advantages(
     scores: Tensor, group_ids: Tensor, *, scale_by_std: bool, positive_weight: float
 ) -> Tensor:
@@ -272,8 +321,6 @@ def w_reinforce_advantages(
     return torch.where(correct, positive_weight * scores, torch.where(incorrect, scores - 1.0, scores))
 
 
-OUTCOME_ADVANTAGES = {"group": group_advantages, "w_reinforce": w_reinforce_advantages}
-"""Sequence advantages by name: ``fn(rewards [B], group_ids [B], *, scale_by_std, **knobs) -> [B]``."""
 
 
 def entropy_from_logits(logits: Tensor) -> Tensor:

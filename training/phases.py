@@ -29,6 +29,7 @@ from training.credit import TERM_NAMES, CreditBatch, get_token_advantage_fn, get
 from training.credit.batch import POSITION_STATS
 from training.credit.rescoring import SourceCache, cache_layers, chunked, edited_logp, position_ids
 from training.presets import Preset
+from training.registry import get
 
 
 def response_mask_from_ids(response_ids: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,7 +45,11 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
                  with_entropy: bool = False, kv_out: list | None = None, stats_out: dict | None = None):
     """Log-probs of response tokens [B,R] (and entropy [B,R], LM-head input [B,R,H] if asked).
 
-    Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts.
+    Position ids follow the attention mask, as ``generate`` computes them for left-padded prompts. The LM head
+    runs on the last R + 1 positions only (``logits_to_keep``): position p-1+j predicts response token j, the
+    prompt's other positions predict nothing scored (SmolLM2: a 49k-row head on ~1/3 of a step's positions,
+    forward and backward). Same log-probs bit for bit; the head's weight gradient sums the same terms
+    without the prompt positions' zeros (float summation order).
     ``kv_out``: a list to which the keys/values of all P+R positions are appended (``scoring.Layers``;
     None if the model's cache is not a plain full-attention one). ``stats_out``: ``{name: list}``; the
     ``POSITION_STATS[name]`` [B,R] of this forward is appended to each list.
@@ -58,22 +63,21 @@ def forward_logp(model, prompt_ids, prompt_mask, response_ids, response_mask, *,
         handle = head.register_forward_pre_hook(lambda _m, args: captured.__setitem__("h", args[0].detach()))
     try:
         out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids(attention),
-                    use_cache=kv_out is not None)
+                    use_cache=kv_out is not None, logits_to_keep=response_ids.shape[1] + 1)
         logits = out.logits
         if kv_out is not None:
             kv_out.append(cache_layers(out, detach=True))
     finally:
         if handle is not None:
             handle.remove()
-    p = prompt_ids.shape[1]
-    logits = logits[:, p - 1 : -1].float()  # [B, R, V]: position p-1+j predicts response token j
+    logits = logits[:, :-1].float()  # [B, R, V]: position p-1+j predicts response token j
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
     with torch.no_grad():  # statistics of theta_old: no graph, also when the forward is the update's
         entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
         for name, parts in (stats_out or {}).items():
             parts.append(POSITION_STATS[name](logp_all))
-    hidden = captured["h"][:, p - 1 : -1] if capture_hidden else None  # [B, R, H]
+    hidden = captured["h"][:, :-1] if capture_hidden else None  # [B, R, H]
     return logp, entropy, hidden
 
 
@@ -152,7 +156,7 @@ def shape_rewards(preset: Preset, ro: Rollout, max_new_tokens: int) -> tuple[tor
         cache = max(1, int(round(preset.overlong_cache_frac * max_new_tokens)))
         rewards = rewards + losses.overlong_penalty(ro.response_mask.sum(-1), max_len=max_new_tokens,
                                                     cache_len=cache)
-    advantages = losses.OUTCOME_ADVANTAGES[preset.outcome_advantage](
+    advantages = get("outcome_advantage", preset.outcome_advantage).fn(
         rewards, ro.group_ids, scale_by_std=preset.scale_adv_by_std, **preset.outcome_knobs)
     loss_mask = ro.response_mask.clone()
     if preset.mask_truncated:  # overlong filtering: truncated completions carry no loss
@@ -337,3 +341,43 @@ def loop_credit_batch(model, ro: Rollout, old: OldForward, tokenizer, micro_batc
                               advantages=advantages, loss_mask=loss_mask, rewards=rewards, generator=generator,
                               logp_fn=logp_fn, edit_logp_fn=make_edit_logp_fn(model, ro, micro_batch_size,
                                                                               full_logp_fn=logp_fn, source=old.kv))
+
+
+def update_policy(model, opt, preset: Preset, rl: RLConfig, ro: Rollout, *, old_logp: torch.Tensor,
+                  advantages: torch.Tensor, weights: torch.Tensor, terms: Mapping[str, torch.Tensor],
+                  kl_ref: torch.Tensor | None, loss_mask: torch.Tensor, order: torch.Tensor,
+                  held: HeldForward | None) -> dict[str, float]:
+    """Phase 5: ``rl.mini_batches`` optimizer steps over the batch in ``order``, each accumulated over
+    micro-batches with the step's global token / sequence counts (so micro-batching never changes the loss);
+    the folded forward's held graphs (``held``) stand in for the micro-batch forwards. Returns the step's
+    loss, clip fraction and KL (the clip statistic is the policy loss's own, ``losses.per_token_loss``)."""
+    stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
+    total = max(float(loss_mask.sum()), 1.0)
+    mini_rows = -(-len(order) // rl.mini_batches)  # verl's ppo_mini_batch_size (the last one may be smaller)
+    mini_slices = list(chunked(len(order), mini_rows))
+    for mb in mini_slices:
+        idx_mb = order[mb]
+        num_seqs = float((loss_mask[idx_mb].sum(-1) > 0).sum())
+        opt.zero_grad(set_to_none=True)
+        for s in chunked(len(idx_mb), rl.micro_batch_size):
+            i = idx_mb[s]
+            num_tokens = losses.token_mean_normaliser(
+                preset.token_mean_normaliser, batch_tokens=float(loss_mask.sum()),
+                mini_batch_tokens=float(loss_mask[idx_mb].sum()), micro_batch_tokens=float(loss_mask[i].sum()),
+                mini_batches=len(mini_slices), mini_batch_rows=mini_rows, micro_batch_rows=len(i))
+            logp = held.logps.pop(0) if held is not None else forward_logp(
+                model, ro.prompt_ids[i], ro.prompt_mask[i], ro.response_ids[i], ro.response_mask[i])[0]
+            out = losses.per_token_loss(logp, old_logp[i], advantages[i], weights[i],
+                                        **{**preset.loss_kwargs(), **{k: v[i] for k, v in terms.items()}},
+                                        ref_logp=None if kl_ref is None else kl_ref[i], mask=loss_mask[i])
+            loss = losses.aggregate(out.per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
+                                    num_seqs=num_seqs, max_len=rl.max_new_tokens)
+            loss.backward()
+            m = loss_mask[i]
+            stats["loss"] += float(loss.detach())
+            stats["clip_frac"] += float((out.clipped.float() * m).sum()) / total
+            stats["kl"] += float((out.kl.detach() * m).sum()) / total
+        if rl.grad_clip > 0:
+            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.grad_clip))
+        opt.step()
+    return stats

@@ -67,6 +67,7 @@ from typing import Mapping, Sequence
 
 from common.config import Config, ConfigError, LoRAConfig, ScaleConfig, load_config
 from training.credit.delta import CHUNK_BYTES
+from training.launch import parse_time_limit
 from training.presets import Preset, get_preset
 
 GB = 1e9
@@ -136,6 +137,8 @@ GPUS: Mapping[str, GPUSpec] = MappingProxyType({
     "B200": GPUSpec(2250.0, 8.0), "L40S": GPUSpec(362.0, 0.864),
 })
 REFERENCE_GPU = "H100"
+HOST_MEM_GB = 512.0
+"""Host RAM per node the plan checks against: the SLURM profile's rl ``mem_mb`` (test_slurm_cluster.py)."""
 TRL_TOKEN_TILE, TRL_VOCAB_TILE = 4096, 32768
 """TRL 1.16 fused LM head tiles (kernels/chunked_logprob.py TOKEN_CHUNK_SIZE, trainer/utils.py chunk size)."""
 
@@ -240,15 +243,6 @@ def model_shape(cfg: Config) -> tuple[str, ModelShape]:
                      f"{sorted(KNOWN_MODELS)}; add its config.json values there")
 
 
-def parse_time_limit(limit: str | None) -> float | None:
-    """Slurm ``[D-]HH:MM:SS`` in hours (None stays None)."""
-    if limit is None:
-        return None
-    days, _, hms = limit.rpartition("-")
-    h, m, sec = (int(x) for x in hms.split(":"))
-    return (int(days) if days else 0) * 24 + h + m / 60 + sec / 3600
-
-
 def eval_problem_count(cfg: Config, bench: str) -> int:
     if bench == "synthetic":
         n = cfg.task.n_heldout
@@ -346,7 +340,7 @@ def passes_per_token(preset: Preset, scale: ScaleConfig) -> float:
 
 
 def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None = None, gpu_type: str | None = None,
-              nodes: int | None = None, a: Assumptions = Assumptions(), host_mem_gb: float = 512.0) -> Plan:
+              nodes: int | None = None, a: Assumptions = Assumptions(), host_mem_gb: float = HOST_MEM_GB) -> Plan:
     """Everything the CLI prints; ``problems`` lists what cannot fit (empty: go)."""
     over = {k: v for k, v in (("gpus_per_node", gpus), ("gpu_mem_gb", gpu_mem_gb), ("gpu_type", gpu_type),
                               ("nodes", nodes)) if v is not None}
@@ -459,58 +453,6 @@ def make_plan(cfg: Config, *, gpus: int | None = None, gpu_mem_gb: float | None 
     )
 
 
-# ------------------------------------------------------------------ Snakemake / slurm job sizing
-
-def slurm_resources(cfg: Config, rule: str) -> dict[str, int | str]:
-    """Snakemake ``resources`` of a rule from ``scale`` (read by snakemake-executor-plugin-slurm).
-
-    rl: ``gpu`` = scale.gpus_per_node (+ TP GPUs of a vLLM server), ``nodes``, ``runtime`` (minutes) from
-    scale.time_limit; evaluate: the vLLM tensor-parallel GPUs when eval.backend is vllm; sft: one GPU
-    when it trains. ``slurm_partition`` / ``slurm_account`` when set. CPU configs get ``gpu=0`` only.
-    """
-    s = cfg.scale
-    res: dict[str, int | str] = {"gpu": 0}
-    if s.gpus_per_node:
-        if rule == "rl":
-            res["gpu"] = s.gpus_per_node + (s.vllm.tensor_parallel_size if s.vllm.mode == "server" else 0)
-            if s.nodes > 1:
-                res["nodes"] = s.nodes
-            limit = parse_time_limit(s.time_limit)
-            if limit is not None:
-                res["runtime"] = int(round(limit * 60))
-        elif rule == "evaluate":
-            res["gpu"] = s.vllm.tensor_parallel_size if cfg.eval.backend == "vllm" else 1
-        elif rule == "sft":
-            res["gpu"] = 1 if cfg.sft.steps > 0 else 0
-        if res["gpu"] and s.partition:
-            res["slurm_partition"] = s.partition
-        if s.account:
-            res["slurm_account"] = s.account
-    return res
-
-
-def launch_prefix(cfg: Config) -> str:
-    """The command that runs ``-m training.rl``: python, or ``accelerate launch`` over the job's GPUs
-    (on a CPU machine ``torchrun`` over ``scale.cpu_processes`` gloo processes: ``accelerate launch --cpu
-    --num_processes N`` runs a single process unless MPI is configured, measured in issue 24).
-
-    DeepSpeed / FSDP / LoRA / vLLM come from ``scale`` through ``GRPOConfig`` (training.trl_backend), so
-    accelerate needs only the process layout. Multi-node (scale.nodes > 1) uses one ``srun`` task per
-    node and c10d rendezvous on the first node [untested here: no cluster].
-    """
-    s = cfg.scale
-    if cfg.backend != "trl" or s.world_size <= 1:
-        return "python"
-    if not s.gpus_per_node:  # CPU processes over gloo; `accelerate launch --cpu` starts one process without MPI
-        return f"torchrun --standalone --nproc_per_node {s.world_size}"
-    mp = "bf16" if s.dtype == "bfloat16" else "no"
-    base = f"accelerate launch --num_processes {s.world_size} --num_machines {s.nodes} --mixed_precision {mp}"
-    if s.nodes == 1:
-        return base
-    return ("MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) srun --ntasks-per-node=1 "
-            f"{base} --rdzv_backend c10d --main_process_ip $MASTER_ADDR --main_process_port 29500")
-
-
 def _fmt(x: float) -> str:
     for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(x) >= div:
@@ -559,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int)
     ap.add_argument("--gpu-mem-gb", type=float)
     ap.add_argument("--gpu-type", choices=sorted(GPUS))
-    ap.add_argument("--host-mem-gb", type=float, default=512.0, help="host RAM per node (slurm profile rl mem_mb)")
+    ap.add_argument("--host-mem-gb", type=float, default=HOST_MEM_GB, help="host RAM per node (profile rl mem_mb)")
     d = Assumptions()
     ap.add_argument("--mfu", type=float, default=d.mfu)
     ap.add_argument("--gen-tps-b", type=float, default=d.gen_tps_b, help="vLLM tok/s per GPU x params in B")
@@ -573,6 +515,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = load_config(args.config)
         plan = make_plan(cfg, gpus=args.gpus, gpu_mem_gb=args.gpu_mem_gb, gpu_type=args.gpu_type, nodes=args.nodes, a=a,
                          host_mem_gb=args.host_mem_gb)
+    except OSError as exc:
+        print(f"plan: {args.config}: {exc.strerror}; pass a recipe YAML (e.g. config/config.yaml)", file=sys.stderr)
+        return 2
     except (ConfigError, ValueError, KeyError) as exc:
         print(f"plan: {exc}", file=sys.stderr)
         return 2  # a user error, as creditbench eval's

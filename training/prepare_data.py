@@ -7,6 +7,8 @@ the module when ``train_data.dataset`` or ``train_data.source`` is set:
 
 - ``dataset``: a registered set of ``evaluation.benchmarks`` (sha256 and count verified by
   ``load_benchmark``), e.g. ``dapo_math_17k``;
+- ``dataset: reasoning_gym``: seeded draws of the ``train_data.tasks`` mixture (``evaluation.rg_tasks``),
+  disjoint from every registered reasoning-gym held-out set; the manifest records the generator version;
 - ``source`` (when ``dataset`` is null): an HF hub dataset, resolved at run time with
   ``datasets.load_dataset(source, subset, split=split)``; ``question_field`` / ``answer_field`` name its
   columns, and a GSM8K-style answer keeps the text after the last ``####`` (commas dropped), as the
@@ -41,6 +43,8 @@ def load_problems(td: TrainDataConfig, *, data_dir: str | None = None) -> tuple[
     """``evaluation.benchmarks.Problem`` rows and their provenance (registry sha256 or hub fingerprint)."""
     from evaluation.benchmarks import Problem, get_benchmark, load_benchmark
 
+    if td.dataset == "reasoning_gym":
+        return reasoning_gym_problems(td)
     if td.dataset is not None:
         bench = get_benchmark(td.dataset)
         problems = load_benchmark(td.dataset, data_dir=data_dir)
@@ -64,6 +68,24 @@ def load_problems(td: TrainDataConfig, *, data_dir: str | None = None) -> tuple[
     if td.limit:
         problems = problems[: td.limit]
     return problems, prov
+
+
+def reasoning_gym_problems(td: TrainDataConfig) -> tuple[list[Any], dict[str, Any]]:
+    """``train_data.size`` draws of the ``train_data.tasks`` mixture (``evaluation.rg_tasks``), none of them a
+    question of a registered held-out set. The RL reward is the answer checker, so every gold must be a
+    number; text tasks are graded by their verifier in evaluation only."""
+    from evaluation.benchmarks import Problem
+    from evaluation.rg_tasks import RG_SETS, RG_VERSION, is_number, training_rows
+
+    rows = training_rows(td.tasks, td.size, td.seed)
+    if text := sorted({r["task"] for r in rows if not is_number(r["answer"])}):
+        raise ValueError(f"config key 'train_data/tasks': {text} have text answers; the RL reward is the answer "
+                         "checker (numbers): train on numeric tasks, evaluate text tasks (their verifier grades them)")
+    problems = [Problem(id=r["id"], question=r["question"], answer=r["answer"], meta={"task": r["task"]})
+                for r in rows]
+    prov = {"dataset": "reasoning_gym", "reasoning_gym": RG_VERSION, "heldout_excluded": sorted(RG_SETS),
+            "distinct_questions": len({r["question"] for r in rows})}
+    return (problems[: td.limit] if td.limit else problems), prov
 
 
 def solution_steps(problem: Any) -> int:

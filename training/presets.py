@@ -1,38 +1,10 @@
 """Named algorithm presets: each is a composition of the pure stages in ``training.losses`` and
 ``training.credit``. The loop reads a preset; it never branches on an algorithm name.
 
-Advantage is the group z-score everywhere except ``dr_grpo`` (group-centred only), ``w_reinforce``
-(``outcome_advantage``, no baseline) and the token-level ``otb`` / ``ktae`` (``token_advantage``).
-
-| preset            | token weights (knobs)                   | clip, dual c | aggregation  | KL k3 | w*KL |
-|-------------------|-----------------------------------------|--------------|--------------|-------|------|
-| grpo              | uniform                                 | .2/.2        | seq_mean_tm  | 0.04  | -    |
-| dr_grpo           | uniform                                 | .2/.2        | seq_sum_norm | 0     | -    |
-| dapo              | uniform (+overlong shaping)             | .2/.28, c=10 | token_mean   | 0     | -    |
-| dapo_twin         | = dapo on seeds + 1000 (A/A twin)       | = dapo       | token_mean   | 0     | -    |
-| dapo_delta_paper  | = dapo, dynamic sampling off (named)    | .2/.28, c=10 | token_mean   | 0     | -    |
-| dapo_cf_paper     | uniform, truncated masked, no shaping   | .2/.2        | token_mean   | 0.005 | -    |
-| delta             | delta K=1, lambda .8-1.2, local stats   | = dapo       | token_mean   | 0     | no   |
-| delta_within_side | delta_within_side (as delta)            | = dapo       | token_mean   | 0     | no   |
-| delta_random      | random_weights U(.8,1.2), mean 1        | = dapo       | token_mean   | 0     | no   |
-| cf                | cf boost 4, w_min .5, ans 1.5, no cons. | = dapo       | token_mean   | 0     | yes  |
-| cf_conserve       | cf, conserve=True (row mean 1)          | = dapo       | token_mean   | 0     | yes  |
-| cf_inverted       | cf, mode=inverted                       | = dapo       | token_mean   | 0     | yes  |
-| cf_random         | cf, mode=random                         | = dapo       | token_mean   | 0     | yes  |
-| cf_prior          | cf, max_spans=0 (structural prior only) | = dapo       | token_mean   | 0     | yes  |
-| cf_paper          | cf (as cf) on dapo_cf_paper             | .2/.2        | token_mean   | 0.005 | yes  |
-| forking_tokens    | forking_tokens top_quantile=.2          | = dapo       | token_mean   | 0     | no   |
-| otb               | uniform; A_t = r - B_t (OTB baseline)    | = dapo       | token_mean   | 0     | -    |
-| ktae              | uniform; A_t = z_i + kt(y_t) (KTAE)      | = dapo       | token_mean   | 0     | -    |
-| w_reinforce       | uniform; A = +.1 correct / -1 wrong      | = dapo       | token_mean   | 0     | -    |
-| clip_cov          | clip_cov (w=0 on random high-cov tokens) | = dapo       | token_mean   | 0     | no   |
-| kl_cov            | uniform; |log r| on top-cov tokens (coef 1)| no clip      | token_mean   | terms | -    |
-| gspo              | uniform; sequence ratio s_i              | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
-| gspo_token        | uniform; s_i,t (GSPO-token, verl)        | 3e-4/4e-4    | seq_mean_tm  | 0     | -    |
-| ppo_critic        | uniform; A_t = GAE of a value head (VAPO)| = dapo       | token_mean   | 0     | -    |
-
-(seq_mean_tm = seq_mean_token_mean, seq_sum_norm = seq_mean_token_sum_norm; "w*KL": the token weight
-multiplies pg + beta KL instead of pg only.) Paper §, code and tests per row: ``training/ALGORITHMS.md``.
+A preset names registered functions (``training.registry``: outcome advantage, token weights, token-level
+advantage, per-token loss terms, policy loss) and their knobs; what it reads, and so what phase 3 computes and
+which backends run it, comes from the functions' declarations. The table of rows: ``python -m training.presets``;
+paper §, code and tests per row: ``training/ALGORITHMS.md``.
 
 Canonical DelTA and CF rows are built on the canonical ``dapo`` preset (both papers compare against DAPO); the
 ``*_paper`` presets are each paper's native baseline. Cards: ``training/ALGORITHMS.md``.
@@ -49,8 +21,10 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from common.config import ConfigError
+from training import credit  # noqa: F401  (imports every registering module)
 from training.credit.batch import POSITION_STATS
 from training.losses import AggregationMode, KLEstimator, RatioLevel, TokenMeanNormaliser
+from training.registry import BACKENDS, get
 
 NEEDS: frozenset[str] = frozenset({"hidden", "kv", *POSITION_STATS})
 """What a preset may ask phase 3 (the old-log-prob forward) to compute, once, beside log-probs and entropy:
@@ -66,7 +40,7 @@ class Preset:
     scale_adv_by_std: bool
     """Divide the group-centred reward by the group std (GRPO) or not (Dr.GRPO)."""
     token_weights: str
-    """Name in ``training.credit.TOKEN_WEIGHTS``."""
+    """A registered ``token_weights`` function (``training.registry``)."""
     eps_low: float
     eps_high: float
     dual_clip_c: float | None
@@ -79,17 +53,16 @@ class Preset:
     """``token_mean``'s count: each mini-batch's own ("mini_batch"), verl / verl-DelTA per-micro-batch mean
     ("micro_batch"), or TRL's generation-batch tokens / mini-batches ("step_mean"); ``losses.token_mean_normaliser``."""
     outcome_advantage: str = "group"
-    """Sequence advantage in ``losses.OUTCOME_ADVANTAGES`` ("group": GRPO z-score / Dr.GRPO; "w_reinforce")."""
+    """A registered ``outcome_advantage`` ("group": GRPO z-score / Dr.GRPO; "w_reinforce")."""
     outcome_knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the outcome-advantage function (e.g. W-REINFORCE's ``positive_weight``)."""
     token_advantage: str | None = None
     """Token-level advantage in ``training.credit.TOKEN_ADVANTAGES`` that replaces A_i in the loss (OTB, KTAE)."""
     advantage_knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-advantage function."""
-    needs: tuple[str, ...] = ()
-    """What the preset's functions read beyond log-probs and entropy, computed once by phase 3 (``NEEDS``):
-    "hidden" (``CreditBatch.hidden``, DelTA), "kv" (CF: the forward keeps its keys/values, so that
-    ``training.credit.rescoring.edited_logp`` runs only the edited suffixes), "sum_pi_sq" (``CreditBatch.stats``)."""
+    needs_override: tuple[str, ...] | None = None
+    """None: phase 3 computes what the preset's functions declare they read (:attr:`needs`); a tuple: exactly
+    that (CF's random / prior controls keep no keys/values: they re-score nothing)."""
     weights_on_kl: bool = False
     """If True the token weight multiplies the whole per-token loss (pg + beta*KL), as CF's TRL code."""
     overlong_shaping: bool = False
@@ -121,20 +94,45 @@ class Preset:
     """A learned critic (``training.critic``) if non-empty: its knobs gamma, lam_critic, value_clip, value_lr_scale;
     its values reach the credit functions as ``CreditBatch.stats["values"]`` (the ``gae`` token advantage)."""
 
+    policy_loss: str = "ppo_clip"
+    """A registered ``policy_loss`` (the surrogate and its clip statistic, ``losses.per_token_loss``)."""
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "needs", tuple(sorted(set(self.needs))))  # a set, kept JSON-able and ordered
-        if unknown := sorted(set(self.needs) - NEEDS):
-            raise KeyError(f"preset {self.name!r}: needs {unknown} unknown; valid: {sorted(NEEDS)}")
-        if self.critic and "hidden" not in self.needs:
-            raise KeyError(f"preset {self.name!r}: a critic reads the LM-head input; add 'hidden' to needs")
+        if self.needs_override is not None:  # a set, kept JSON-able and ordered
+            object.__setattr__(self, "needs_override", tuple(sorted(set(self.needs_override))))
+            if unknown := sorted(set(self.needs_override) - NEEDS):
+                raise KeyError(f"preset {self.name!r}: needs {unknown} unknown; valid: {sorted(NEEDS)}")
+        self.functions()  # every named function is registered (the error lists the valid names)
         if self.kl_reference not in ("ref", "old"):
             raise KeyError(f"preset {self.name!r}: kl_reference {self.kl_reference!r}; valid: ['old', 'ref']")
+
+    def functions(self) -> dict[str, Any]:
+        """The registered methods this preset names, by kind (``training.registry.Method``)."""
+        named = {"outcome_advantage": self.outcome_advantage, "token_weights": self.token_weights,
+                 "token_advantage": self.token_advantage, "token_terms": self.token_terms,
+                 "policy_loss": self.policy_loss}
+        return {kind: get(kind, name) for kind, name in named.items() if name is not None}
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """What the preset's functions declare they read (``registry.READS``); a critic reads the LM-head input."""
+        reads = set().union(*(m.reads for m in self.functions().values()))
+        return frozenset(reads | ({"hidden"} if self.critic else set()))
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """What phase 3 computes once beside log-probs and entropy (``NEEDS``): "hidden" (``CreditBatch.hidden``,
+        DelTA, a critic), "kv" (CF: the forward keeps its keys/values, so that ``credit.rescoring.edited_logp``
+        runs only the edited suffixes), a ``POSITION_STATS`` name (``CreditBatch.stats``, OTB)."""
+        if self.needs_override is not None:
+            return self.needs_override
+        return tuple(sorted(self.reads & NEEDS))
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``losses.per_token_loss`` for this preset (one place for the loop and TRL)."""
         return {"eps_low": self.eps_low, "eps_high": self.eps_high, "dual_clip_c": self.dual_clip_c,
                 "kl_beta": self.kl_beta, "weights_on_kl": self.weights_on_kl, "kl_clamp": self.kl_clamp,
-                "ratio_level": self.ratio_level, "kl_estimator": self.kl_estimator}
+                "ratio_level": self.ratio_level, "kl_estimator": self.kl_estimator, "policy_loss": self.policy_loss}
 
     @property
     def needs_ref_model(self) -> bool:
@@ -189,9 +187,9 @@ _DAPO_CF_PAPER = replace(
     _DAPO, name="dapo_cf_paper", eps_high=0.2, dual_clip_c=None, kl_beta=0.005,
     overlong_shaping=False, mask_truncated=True, dynamic_sampling=False,
 )
-_DELTA = replace(_DAPO, name="delta", token_weights="delta", needs={"hidden"}, knobs=dict(_DELTA_KNOBS))
+_DELTA = replace(_DAPO, name="delta", token_weights="delta", knobs=dict(_DELTA_KNOBS))
 # CF's TRL code multiplies the whole per-token loss (pg + beta KL) by w.
-_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, needs={"kv"}, knobs=dict(_CF_KNOBS))
+_CF = replace(_DAPO, name="cf", token_weights="cf", weights_on_kl=True, knobs=dict(_CF_KNOBS))
 
 _GSPO = replace(_DAPO, name="gspo", ratio_level="sequence", eps_low=3e-4, eps_high=4e-4, dual_clip_c=None,
                 aggregation="seq_mean_token_mean")
@@ -214,17 +212,17 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     "cf": _CF,
     "cf_conserve": replace(_CF, name="cf_conserve", knobs={**_CF_KNOBS, "conserve": True}),
     "cf_inverted": replace(_CF, name="cf_inverted", knobs={**_CF_KNOBS, "mode": "inverted"}),
-    "cf_random": replace(_CF, name="cf_random", needs=(), knobs={**_CF_KNOBS, "mode": "random"}),
+    "cf_random": replace(_CF, name="cf_random", needs_override=(), knobs={**_CF_KNOBS, "mode": "random"}),
     # CF's structural prior alone: no spans, so every row takes CF's own no-span path (imp 0.5 everywhere,
     # = zero counterfactual drops), then the same damping / answer weight / EOS: a fidelity control
-    "cf_prior": replace(_CF, name="cf_prior", needs=(), knobs={**_CF_KNOBS, "max_spans": 0}),
+    "cf_prior": replace(_CF, name="cf_prior", needs_override=(), knobs={**_CF_KNOBS, "max_spans": 0}),
     # beta = 0.005 and w on pg + beta KL: an A_i = 0 row's weight scales its KL term, so no skipping
-    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True, needs={"kv"},
+    "cf_paper": replace(_DAPO_CF_PAPER, name="cf_paper", token_weights="cf", weights_on_kl=True,
                         knobs={**_CF_KNOBS, "skip_zero_advantage": False}),
     "forking_tokens": replace(_DAPO, name="forking_tokens", token_weights="forking_tokens",
                               knobs={"top_quantile": 0.2}),  # arXiv 2506.01939: top 20 %
     # Optimal token baseline, arXiv 2602.07078; verl compute_optimal_token_baseline_advantage defaults
-    "otb": replace(_DAPO, name="otb", token_advantage="otb", needs={"sum_pi_sq"},
+    "otb": replace(_DAPO, name="otb", token_advantage="otb",
                    advantage_knobs={"handle_zero_tail": True, "eps": 1e-8}),
     # KTAE (xiaolizh1/KTAE core_algos: ComputeKeyTokens(alpha=1, beta_ig=1, gamma_tf=1, top=1))
     "ktae": replace(_DAPO, name="ktae", token_advantage="ktae",
@@ -243,9 +241,22 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # GSPO, arXiv 2507.18071 §4-5: sequence ratio, eps 3e-4 / 4e-4, sequence-mean loss (TRL loss_type="grpo")
     "gspo": _GSPO,
     "gspo_token": replace(_GSPO, name="gspo_token", ratio_level="sequence_token"),  # verl compute_policy_loss_gspo
+    # CISPO, MiniMax-M1 arXiv 2506.13585 §3.1: the IS weight clipped and detached, no lower bound (eps_low 1:
+    # "we only tuned eps_high"), eps_max = 1 + 4 = 5 (ScaleRL arXiv 2510.13786 via TRL's GRPOConfig docs); DAPO's rest
+    "cispo": replace(_DAPO, name="cispo", policy_loss="cispo", eps_low=1.0, eps_high=4.0, dual_clip_c=None),
+    # Archer, arXiv 2507.15778 (ArcherCodeR run_archer_qwen2.5_1.5b_code.sh): per-response entropy quantile .8,
+    # clip .2/.2 on low- and .5/.5 on high-entropy tokens, KL .001 (low_var_kl) on low-entropy tokens only, no
+    # overlong buffer; DAPO's token mean and dual clip 10
+    "archer": replace(_DAPO, name="archer", eps_high=0.2, kl_beta=0.001, kl_clamp=10.0, overlong_shaping=False,
+                      token_terms="archer", terms_knobs={"entropy_quantile": 0.8, "low_eps_low": 0.2,
+                                                     "low_eps_high": 0.2, "high_eps_low": 0.5, "high_eps_high": 0.5,
+                                                     "kl_coef": 0.001, "high_kl_scale": 0.0}),
+    # Entropy advantage, Cheng et al. arXiv 2506.14758: alpha 0.4, kappa 2 (the paper's GRPO setting); DAPO's rest
+    "entropy_adv": replace(_DAPO, name="entropy_adv", token_advantage="entropy_advantage",
+                           advantage_knobs={"alpha": 0.4, "kappa": 2.0}),
     # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
     # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
-    "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae", needs=("hidden",),
+    "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae",
                           advantage_knobs={"gamma": 1.0, "lam_policy": 0.95, "lam_alpha": 0.05},
                           critic={"gamma": 1.0, "lam_critic": 1.0, "value_clip": 0.5, "value_lr_scale": 2.0}),
 })
@@ -259,11 +270,74 @@ def get_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Preset:
     return preset.with_overrides(overrides) if overrides else preset
 
 
+def lacking(preset: Preset, backend: str) -> list[str]:
+    """What of ``preset`` ``backend`` cannot run: the functions that do not declare it (``registry.register(
+    backends=...)``) and, for TRL, dynamic sampling, a learned critic or a KL to pi_old (not carried by TRL)."""
+    out = [f"{kind} {m.name!r}" for kind, m in preset.functions().items() if backend not in m.backends]
+    if backend == "trl":
+        out += [what for what, on in (("dynamic sampling", preset.dynamic_sampling), ("a learned critic",
+                bool(preset.critic)), ("a KL to pi_old", preset.kl_reference != "ref")) if on]
+    return out
+
+
+def supported(backend: str) -> list[str]:
+    """The presets ``backend`` runs (derived from the registry, as test and bench lists are)."""
+    return [name for name, p in PRESETS.items() if not lacking(p, backend)]
+
+
+def refusal(preset: Preset, backend: str) -> str | None:
+    """Why ``backend`` cannot run ``preset``, in one line, or None."""
+    if backend not in BACKENDS:
+        return f"unknown backend {backend!r}; valid: {list(BACKENDS)}"
+    if missing := lacking(preset, backend):
+        return (f"backend {backend!r} cannot run preset {preset.name!r} ({', '.join(missing)}); use backend "
+                "'native' (`python -m training.presets` lists the backends of every preset)")
+    return None
+
+
+def distinct(names: list[str] | None = None, *, loss_shape: bool = False) -> list[str]:
+    """One preset per distinct composition of registered functions, ratio level and critic (the first in
+    ``PRESETS`` order): the bench's default rows, every method once. ``loss_shape`` also tells apart the
+    aggregation, dual clip, KL and the weight's placement (the TRL adapter's equivalence tests)."""
+    seen, out = set(), []
+    for name in names or list(PRESETS):
+        p = PRESETS[name]
+        key = (tuple((k, m.name) for k, m in p.functions().items()), p.ratio_level, bool(p.critic))
+        if loss_shape:
+            key += (p.aggregation, p.dual_clip_c is None, p.kl_beta > 0, p.weights_on_kl)
+        if key not in seen:
+            seen.add(key)
+            out.append(name)
+    return out
+
+
 def check_methods(data: Mapping[str, Any]) -> None:
-    """Every ``methods`` entry names a preset whose ``algorithms.<name>`` overrides are valid knobs (run by
-    the workflow at DAG time, so a typo fails before any job starts)."""
+    """Every ``methods`` entry names a preset whose ``algorithms.<name>`` overrides are valid knobs, and the
+    configured ``backend`` runs it (run by the workflow at DAG time, so a typo or an unsupported pair fails
+    before any job starts)."""
     for method in data["methods"]:
         try:
-            get_preset(method, data["algorithms"].get(method))
+            preset = get_preset(method, data["algorithms"].get(method))
         except KeyError as exc:
             raise ConfigError(f"config key 'methods': {exc.args[0]}") from None
+        if why := refusal(preset, data.get("backend", "native")):
+            raise ConfigError(f"config key 'methods': {why}")
+
+
+def table() -> str:
+    """The preset rows (markdown), from the presets and the registry's declarations."""
+    rows = ["| preset | functions | clip, dual c | aggregation | KL | phase-3 needs | backends |", "|---" * 7 + "|"]
+    for name, p in PRESETS.items():
+        fns = ", ".join(f"{m.name}" for k, m in p.functions().items() if (k, m.name) not in (
+            ("outcome_advantage", "group"), ("token_weights", "uniform"), ("policy_loss", "ppo_clip")))
+        extra = [f"ratio {p.ratio_level}"] * (p.ratio_level != "token") + ["critic"] * bool(p.critic)
+        rows.append(f"| {name} | {', '.join(filter(None, [fns, *extra])) or 'uniform'} | {p.eps_low:g}/{p.eps_high:g}, "
+                    f"{p.dual_clip_c} | {p.aggregation} | {p.kl_beta:g} {p.kl_estimator}/{p.kl_reference} | "
+                    f"{', '.join(p.needs) or '-'} | {', '.join(b for b in BACKENDS if not lacking(p, b))} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # the preset rows and the registered functions they name
+    from training import registry
+
+    print(table() + "\n\n" + registry.table())

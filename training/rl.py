@@ -37,6 +37,7 @@ import argparse
 import os
 import resource
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,27 +47,25 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from common.config import Config, load_config, resume_digest
-from common.io import append_jsonl, read_jsonl, write_jsonl_atomic
+from common.io import append_jsonl, read_jsonl
 from common.manifest import write_manifest
 from common.records import PHASES
 from common.runtime import seed_everything, setup_runtime
 from evaluation.generation.hf import sample_hf
-from training import losses
 from training.checkpoint import (
+    open_run,
     publish_checkpoint,
     restore_rng_state,
     rng_state,
     save_hf_atomic,
-    step_dirs,
-    truncate_metrics,
+    trainable_parameters,
 )
 from training.credit import get_token_weight_fn
 from training.credit.gradsnr import step_gradient_snr
-from training.credit.rescoring import chunked
-from training.critic import Critic
+from training.critic import critic_state, critic_update, make_critic
+from training.launch import check_allocation
 from training.phases import (
     folds_old_logp,
-    forward_logp,
     grade_rollout,
     loop_credit_batch,
     make_logp_fn,
@@ -77,6 +76,7 @@ from training.phases import (
     token_advantages,
     token_terms,
     update_forward,
+    update_policy,
     verifiable_reward,
     with_values,
 )
@@ -97,179 +97,107 @@ class PhaseTimer:
         self.seconds[phase] += time.perf_counter() - t0
 
 
-
-def resume_checkpoint(resume_root: Path, metrics: Path) -> Path | None:
-    """The latest ``step<N>`` of ``resume_root`` whose metrics rows 0..N-1 were all logged (a kill between
-    the checkpoint and its row falls back one checkpoint), or None."""
-    rows = read_jsonl(metrics, drop_torn_tail=True) if metrics.exists() else []
-    logged = {r["step"] for r in rows}
-    return next((p for n, p in reversed(step_dirs(resume_root)) if set(range(n)) <= logged), None)
-
-
 def train(cfg: Config, preset: Preset, *, seed: int, sft_dir: str, train_path: str, run_dir: str,
           reward_fn: Callable[..., float] = verifiable_reward,
           sampler: Callable[..., torch.Tensor] = sample_hf) -> None:
-    device = setup_runtime(cfg.runtime)
-    rl = cfg.rl
-    run = Path(run_dir)
-    ckpt_root = run / "checkpoints"  # the rule's outputs, published from resume_root
-    resume_root = run / "resume"  # not an output: survives Snakemake's removal of a killed job's outputs
-    metrics_path = run / "metrics.jsonl"
-    resume_metrics = resume_root / "metrics.jsonl"  # the same rows, kept beside the resume checkpoints
-    weights_path = run / "token_weights.jsonl"
-    digest = resume_digest(cfg.raw, preset.name)
+    device, rl, run = setup_runtime(cfg.runtime), cfg.rl, Path(run_dir)
+    resume_root, digest = run / "resume", resume_digest(cfg.raw, preset.name)
     run.mkdir(parents=True, exist_ok=True)
     generator = seed_everything(seed)
     tokenizer = AutoTokenizer.from_pretrained(sft_dir, padding_side="left")
     problems = read_jsonl(train_path)
     weight_fn = get_token_weight_fn(preset.token_weights)
-
-    resume = resume_checkpoint(resume_root, resume_metrics)
-    state = torch.load(resume / "state.pt", weights_only=False) if resume is not None else None
-    if state is not None and state.get("config") != digest:
-        print(f"discarding the resume state in {resume_root}: written under another config")
-        shutil.rmtree(resume_root)
-        resume = state = None
+    resume, state, wall_offset = open_run(run, digest, f"{preset.name} seed {seed}")
     model = AutoModelForCausalLM.from_pretrained(resume or sft_dir).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
-    start_step, wall_offset = 0, 0.0
+    opt = torch.optim.AdamW(trainable_parameters(model, rl.train_top_layers), lr=rl.lr, weight_decay=rl.weight_decay)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
         restore_rng_state(state["rng"], generator)
-        start_step = state["step"]
-        rows = truncate_metrics(resume_metrics, start_step)
-        write_jsonl_atomic(metrics_path, rows)
-        wall_offset = rows[-1]["wall_clock"] if rows else 0.0
-        for n, step_dir in step_dirs(resume_root):  # outputs Snakemake removed with the killed job
-            if n <= start_step:
-                publish_checkpoint(step_dir, ckpt_root / step_dir.name)
-        print(f"resuming {preset.name} seed {seed} from step {start_step} ({resume})")
-    else:
-        for p in (metrics_path, weights_path, resume_metrics):
-            p.unlink(missing_ok=True)
-    resume_root.mkdir(parents=True, exist_ok=True)
-    critic = Critic(model.config.hidden_size, preset.critic, lr=rl.lr) if preset.critic else None
-    if critic is not None and state is not None:
-        critic.load_state_dict(state["critic"])
-    ref_model = None
-    if preset.needs_ref_model:
-        ref_model = AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval()
-        ref_model.requires_grad_(False)
-
+    critic = make_critic(preset, model.config.hidden_size, lr=rl.lr, state=state)  # PPO-critic's value head
+    ref_model = (AutoModelForCausalLM.from_pretrained(sft_dir).to(device).eval().requires_grad_(False)
+                 if preset.needs_ref_model else None)
     logp_fn = make_logp_fn(model, rl.micro_batch_size)  # CF's counterfactual re-scoring, current policy
     tracker = make_tracker(cfg.tracking, run, name=f"{preset.name}-seed{seed}", config=cfg.raw)
-
     t_start = time.perf_counter()
-    for step in range(start_step, rl.steps):
+    for step in range(state["step"] if state else 0, rl.steps):
         timer = PhaseTimer()
         # ---- 1. rollout -------------------------------------------------------------------------
         with timer("rollout"):
             ro = sample_rollout(model, tokenizer, problems, rl, seed=seed, step=step, sampler=sampler)
-            prompt_ids, prompt_mask, response_ids = ro.prompt_ids, ro.prompt_mask, ro.response_ids
-            response_mask, truncated, group_ids = ro.response_mask, ro.truncated, ro.group_ids
         # ---- 2. reward ----------------------------------------------------------------------------
         with timer("reward"):
             ro = grade_rollout(ro, tokenizer, timeout_s=cfg.eval.grader_timeout_s, reward_fn=reward_fn)
-            correct, lengths = ro.correct, response_mask.sum(-1)
             rewards, advantages, loss_mask = shape_rewards(preset, ro, rl.max_new_tokens)
         # ---- 3. old log-probs (+ what the preset needs: h, keys/values, statistics) from one forward --
         with timer("old_logp"):  # folded: the update's forward with grad (module docstring)
             needs = {*preset.needs, *(["hidden"] if cfg.fidelity.grad_snr else [])}  # gradsnr reads h
             if folds_old_logp(rl, preset, model):
-                order = peek_randperm(response_ids.shape[0], generator)
+                order = peek_randperm(ro.response_ids.shape[0], generator)
                 old, held = update_forward(model, ro, order, rl.micro_batch_size, needs=needs, ref_model=ref_model)
             else:
                 old, held = old_forward(model, ro, rl.micro_batch_size, needs=needs, ref_model=ref_model), None
-            old_logp, entropy, hidden, ref_logp = old.old_logp, old.entropy, old.hidden, old.ref_logp
         # ---- 4. credit: token weights at theta_old, fixed for the whole update --------------------
         with timer("credit"):
             old = with_values(old, critic)  # V at theta_old (PPO-critic), else unchanged
-            values = old.stats.get("values")
             credit = loop_credit_batch(model, ro, old, tokenizer, rl.micro_batch_size, advantages=advantages,
                                        loss_mask=loss_mask, rewards=rewards, generator=generator, logp_fn=logp_fn)
             with torch.no_grad():
                 weights = weight_fn(credit, **preset.knobs) * loss_mask  # [B, R]
                 loss_adv = token_advantages(preset, credit)  # [B] or, for OTB / KTAE, [B, R]
             terms = token_terms(preset, credit)  # per-token clip bounds / KL coefficient (KL-Cov), or {}
-            kl_ref = old_logp if preset.kl_reference == "old" else ref_logp
-            del old, credit  # free the kept keys/values before the update
-            diag = step_gradient_snr(preset, hidden, model.get_output_embeddings().weight, response_ids, loss_adv,
-                                     weights, loss_mask, group_ids, rl.max_new_tokens) if cfg.fidelity.grad_snr else {}
+            kl_ref = old.old_logp if preset.kl_reference == "old" else old.ref_logp
+            old = old._replace(kv=None)  # free the kept keys/values before the update
+            diag = step_gradient_snr(preset, old.hidden, model.get_output_embeddings().weight, ro.response_ids,
+                                     loss_adv, weights, loss_mask, ro.group_ids, rl.max_new_tokens) \
+                if cfg.fidelity.grad_snr else {}
+            del credit
         # ---- 5. update ------------------------------------------------------------------------------
         with timer("update"):
             model.train()
-            order = torch.randperm(response_ids.shape[0], generator=generator)  # drawn in both paths: same RNG
-            if held is not None:  # folded: the micro-batches the forward already ran, in its (peeked) order
-                order = held.order
-            stats = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0}
-            mini_rows = -(-len(order) // rl.mini_batches)  # verl's ppo_mini_batch_size (last one may be smaller)
-            mini_slices = list(chunked(len(order), mini_rows))
-            for mb in mini_slices:
-                idx_mb = order[mb]
-                micro_slices = list(chunked(len(idx_mb), rl.micro_batch_size))
-                num_seqs = float((loss_mask[idx_mb].sum(-1) > 0).sum())
-                opt.zero_grad(set_to_none=True)
-                for s in micro_slices:
-                    i = idx_mb[s]
-                    num_tokens = losses.token_mean_normaliser(
-                        preset.token_mean_normaliser, batch_tokens=float(loss_mask.sum()),
-                        mini_batch_tokens=float(loss_mask[idx_mb].sum()), micro_batch_tokens=float(loss_mask[i].sum()),
-                        mini_batches=len(mini_slices), mini_batch_rows=mini_rows, micro_batch_rows=len(i))
-                    logp = held.logps.pop(0) if held is not None else forward_logp(
-                        model, prompt_ids[i], prompt_mask[i], response_ids[i], response_mask[i])[0]
-                    per_token, kl = losses.per_token_loss(
-                        logp, old_logp[i], loss_adv[i], weights[i],
-                        **{**preset.loss_kwargs(), **{k: v[i] for k, v in terms.items()}},
-                        ref_logp=None if kl_ref is None else kl_ref[i], mask=loss_mask[i])
-                    loss = losses.aggregate(per_token, loss_mask[i], preset.aggregation, num_tokens=num_tokens,
-                                            num_seqs=num_seqs, max_len=rl.max_new_tokens)
-                    loss.backward()
-                    with torch.no_grad():
-                        m = loss_mask[i]
-                        ratio = torch.exp(losses.log_importance_ratio(logp, old_logp[i], loss_mask[i],
-                                                                      preset.ratio_level)).expand_as(logp)
-                        lo, hi = (terms[k][i] if k in terms else getattr(preset, k) for k in ("eps_low", "eps_high"))
-                        clipped = ((ratio < 1 - lo) | (ratio > 1 + hi)).float()
-                        stats["loss"] += float(loss)
-                        stats["clip_frac"] += float((clipped * m).sum()) / max(float(loss_mask.sum()), 1.0)
-                        stats["kl"] += float((kl * m).sum()) / max(float(loss_mask.sum()), 1.0)
-                if rl.grad_clip > 0:
-                    stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), rl.grad_clip))
-                opt.step()
-            if critic is not None:  # the value head's step, on the same batch (its own optimizer)
-                stats.update(critic.update(hidden, values, rewards, loss_mask))
+            order = torch.randperm(ro.response_ids.shape[0], generator=generator)  # drawn in both paths: same RNG
+            stats = update_policy(model, opt, preset, rl, ro, old_logp=old.old_logp, advantages=loss_adv,
+                                  weights=weights, terms=terms, kl_ref=kl_ref, loss_mask=loss_mask,
+                                  order=held.order if held is not None else order, held=held)
+            stats.update(critic_update(critic, old.hidden, old.stats.get("values"), rewards, loss_mask))
         # ---- 6. checkpoint + metrics --------------------------------------------------------------
         done = step + 1
         with timer("checkpoint"):
             if done in rl.checkpoint_steps:
-                state = {"step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest,
-                         **({"critic": critic.state_dict()} if critic is not None else {})}
-                save_hf_atomic(model, tokenizer, resume_root / f"step{done}", extra_state=state)
-                publish_checkpoint(resume_root / f"step{done}", ckpt_root / f"step{done}")
+                save_hf_atomic(model, tokenizer, resume_root / f"step{done}", extra_state={
+                    "step": done, "optimizer": opt.state_dict(), "rng": rng_state(generator), "config": digest,
+                    **critic_state(critic)})
+                publish_checkpoint(resume_root / f"step{done}", run / "checkpoints" / f"step{done}")
                 if rl.log_token_weights:
-                    rows = dump_token_weights(weights_path, tokenizer, done, response_ids, loss_mask, weights,
-                                              advantages, correct, rl.log_token_weights)
+                    rows = dump_token_weights(run / "token_weights.jsonl", tokenizer, done, ro.response_ids,
+                                              loss_mask, weights, advantages, ro.correct, rl.log_token_weights)
                     tracker.text("token_weights", weights_text(rows), done)
-        seconds = dict(timer.seconds)
-        seconds["total"] = sum(timer.seconds.values())
-        row = {
-            "step": step, "reward_mean": float(rewards.mean()), "accuracy": float(correct.mean()),
-            "response_length": float(lengths.mean()), "truncated_frac": float(truncated.float().mean()),
-            "entropy": float((entropy * response_mask).sum() / response_mask.sum()),
-            "weight_mean": float(weights.sum() / loss_mask.sum().clamp(min=1)),
-            "weight_std": float(weights[loss_mask > 0].std()) if loss_mask.sum() > 1 else 0.0,
-            "time": seconds, "tokens_generated": int(response_mask.sum()), "tokens_trained": int(loss_mask.sum()),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "wall_clock": wall_offset + time.perf_counter() - t_start, **stats, **diag,
-        }
-        for path in (resume_metrics, metrics_path):
+        row = metrics_row(step, ro, old.entropy, rewards, weights, loss_mask, timer.seconds,
+                          wall_offset + time.perf_counter() - t_start, {**stats, **diag})
+        for path in (resume_root / "metrics.jsonl", run / "metrics.jsonl"):
             append_jsonl(path, row)
         tracker.log(row, step)
         if step % 10 == 0 or done == rl.steps:
-            print(f"[{preset.name} seed {seed}] step {done}/{rl.steps} acc {float(correct.mean()):.3f} "
-                  f"step {seconds['total']:.2f}s", flush=True)
+            print(f"[{preset.name} seed {seed}] step {done}/{rl.steps} acc {row['accuracy']:.3f} "
+                  f"step {row['time']['total']:.2f}s", flush=True)
     tracker.close()
     shutil.rmtree(resume_root, ignore_errors=True)  # done: a forced rerun (new code) starts from step 0
+
+
+def metrics_row(step: int, ro, entropy: torch.Tensor, rewards: torch.Tensor, weights: torch.Tensor,
+                loss_mask: torch.Tensor, seconds: dict[str, float], wall_clock: float, extra: dict) -> dict:
+    """One ``metrics.jsonl`` row of the native loop."""
+    response_mask = ro.response_mask
+    return {
+        "step": step, "reward_mean": float(rewards.mean()), "accuracy": float(ro.correct.mean()),
+        "response_length": float(response_mask.sum(-1).mean()), "truncated_frac": float(ro.truncated.float().mean()),
+        "entropy": float((entropy * response_mask).sum() / response_mask.sum()),
+        "weight_mean": float(weights.sum() / loss_mask.sum().clamp(min=1)),
+        "weight_std": float(weights[loss_mask > 0].std()) if loss_mask.sum() > 1 else 0.0,
+        "time": {**seconds, "total": sum(seconds.values())}, "tokens_generated": int(response_mask.sum()),
+        "tokens_trained": int(loss_mask.sum()),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "wall_clock": wall_clock, **extra,
+    }
 
 
 def dump_token_weights(path, tokenizer, step, response_ids, mask, weights, advantages, correct, n) -> list[dict]:
@@ -299,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
+    problem = check_allocation(cfg)  # under SLURM: the GPUs, tasks and world size the plan assumed
+    if problem:
+        sys.exit(problem)
     preset = get_preset(args.method, cfg.algorithms.get(args.method))
     run = Path(args.run_dir)
     run.mkdir(parents=True, exist_ok=True)

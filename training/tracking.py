@@ -6,6 +6,10 @@ the TRL backend hands the same choice to ``transformers`` through ``report_to`` 
 goes over the network: wandb runs in offline mode (``wandb sync`` uploads later), MLflow writes
 ``file:`` stores. A missing writer fails before training with the pip command. Tracking never changes
 results, so it is in no rule's config hash: set it before the run.
+
+Reading MLflow back: MLflow 3 refuses ``file:`` stores unless ``MLFLOW_ALLOW_FILE_STORE=true`` is set, so
+``MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri file://$PWD/RUN/tracking`` (or, in Python,
+``mlflow.MlflowClient(tracking_uri=...)`` with that variable set).
 """
 
 from __future__ import annotations

@@ -434,7 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("results", type=Path, help="results dir (its tables/ subfolder is used when present)")
     parser.add_argument(
-        "reference", type=Path, help="reference dir with the expected CSVs and tolerances.yaml"
+        "reference", type=Path, help="reference dir with the expected CSVs and tolerances.yaml (a run root: its "
+        "tables/)"
     )
     parser.add_argument(
         "--tolerances", type=Path, default=None, help="tolerance file (default REFERENCE/tolerances.yaml)"
@@ -446,6 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    for name, folder in (("results", args.results), ("reference", args.reference)):
+        if not args.update and not any(table_dir(folder).glob("*.csv")):
+            print(f"regress: {name} {folder}: no tables (*.csv) there or in its tables/; pass a run root or a "
+                  "tables folder (creditbench report writes them)", file=sys.stderr)
+            return EXIT_REFUSED
+    if not args.update:
+        args.reference = table_dir(args.reference)
     differences = [] if args.update else machine_differences(args.reference, machine_fingerprint())
     tol_path = args.tolerances or args.reference / "tolerances.yaml"
     if differences:

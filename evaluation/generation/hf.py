@@ -70,23 +70,25 @@ class HFBackend:
         return engine_record("hf", transformers.__version__, self.dtype, 1, self.batch_size)
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]:
-        """``offset``: the position of ``prompts[0]`` in a longer list generated chunk by chunk (resumed
-        evaluations), so that a chunk gets the seed it gets in one call over the whole list."""
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0,
+                 seeds: list[int] | None = None) -> list[list[Completion]]:
+        """``offset``: the position of ``prompts[0]`` in a longer list generated chunk by chunk, so that a
+        chunk gets the seed it gets in one call over the whole list. ``seeds``: one per prompt, each prompt
+        generated alone (its k rows, no padding), so that its samples depend on no other prompt
+        (``creditbench eval``'s per-sample cache)."""
         tok = self.tokenizer
         results: list[list[Completion]] = []
-        per_batch = max(1, self.batch_size // params.n)
+        per_batch = 1 if seeds is not None else max(1, self.batch_size // params.n)
         for start in tqdm(range(0, len(prompts), per_batch), desc="generate", mininterval=10,
-                          disable=len(prompts) <= per_batch):
+                          disable=seeds is not None or len(prompts) <= per_batch):
             chunk = prompts[start : start + per_batch]
             enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
             t0 = time.perf_counter()
-            # The seed depends on the chunk's position, not on the batch size of earlier chunks.
+            # The seed depends on the chunk's position (or the prompt's own seed), not on earlier chunks.
+            seed = seeds[start] if seeds is not None else params.seed * 1_000_003 + offset + start
             resp = sample_hf(self.model, tok, enc["input_ids"], enc["attention_mask"], n=params.n,
                              temperature=params.temperature, top_p=params.top_p,
-                             max_new_tokens=params.max_new_tokens,
-                             generator_seed=params.seed * 1_000_003 + offset + start,
-                             stop_strings=params.stop)
+                             max_new_tokens=params.max_new_tokens, generator_seed=seed, stop_strings=params.stop)
             latency = (time.perf_counter() - t0) / max(1, len(chunk) * params.n)
             rows = resp.tolist()
             for i in range(len(chunk)):

@@ -44,7 +44,8 @@ def engine_record(engine: str, version: str, dtype: str, tensor_parallel_size: i
 
 
 class Backend(Protocol):
-    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0,
+                 seeds: list[int] | None = None) -> list[list[Completion]]: ...
 
     def identity(self) -> dict: ...
 

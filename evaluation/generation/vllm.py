@@ -30,11 +30,13 @@ def _import_vllm() -> Any:
     return vllm
 
 
-def request_params(params: SamplingParams, n_prompts: int, sampling_cls: Any, offset: int = 0) -> list[Any]:
-    """One vLLM ``SamplingParams`` per prompt, with a per-request seed (``offset``: see ``generate``)."""
+def request_params(params: SamplingParams, n_prompts: int, sampling_cls: Any, offset: int = 0,
+                   seeds: Sequence[int] | None = None) -> list[Any]:
+    """One vLLM ``SamplingParams`` per prompt, with a per-request seed (``offset``, ``seeds``: see ``generate``)."""
     return [sampling_cls(n=params.n, temperature=params.temperature,
                          top_p=1.0 if params.temperature == 0.0 else params.top_p, top_k=-1,
-                         max_tokens=params.max_new_tokens, seed=params.seed * 1_000_003 + offset + i,
+                         max_tokens=params.max_new_tokens,
+                         seed=seeds[i] if seeds is not None else params.seed * 1_000_003 + offset + i,
                          stop=list(params.stop))
             for i in range(n_prompts)]
 
@@ -47,6 +49,9 @@ def to_completions(outputs: Sequence[Any], latency_s: float) -> list[list[Comple
 
 class VLLMBackend:
     """Offline batched sampling with ``vllm.LLM`` on a local HF model folder."""
+
+    batches_seeded_prompts = True
+    """Prompts with their own seeds may share a call (per-request generators): ``evaluation.driver`` batches them."""
 
     def __init__(self, model_dir: str, *, seed: int, tensor_parallel_size: int = 1, dtype: str = "auto",
                  gpu_memory_utilization: float = 0.85, batch_size: int | None = None) -> None:
@@ -68,11 +73,13 @@ class VLLMBackend:
                              str(dtype).removeprefix("torch.") if dtype is not None else "auto",
                              self.tensor_parallel_size, self.batch_size)
 
-    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0) -> list[list[Completion]]:
-        """``offset``: the position of ``prompts[0]`` in a longer list generated chunk by chunk."""
+    def generate(self, prompts: list[str], params: SamplingParams, offset: int = 0,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
+        """``offset``: the position of ``prompts[0]`` in a longer list generated chunk by chunk; ``seeds``:
+        one per prompt (vLLM seeds each request apart, so a batch needs no splitting)."""
         if not prompts:
             return []
-        sp = request_params(params, len(prompts), self._vllm.SamplingParams, offset)
+        sp = request_params(params, len(prompts), self._vllm.SamplingParams, offset, seeds)
         t0 = time.perf_counter()
         outputs = self.llm.generate(prompts, sp, use_tqdm=False)
         latency = (time.perf_counter() - t0) / max(1, len(prompts) * params.n)

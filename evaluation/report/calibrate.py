@@ -86,7 +86,7 @@ def truth(design: Design) -> Truth:
     base = _expected_accuracy(design, tau, 0.0)
     shift = 0.0
     if design.effect_pp:
-        lo, hi = 0.0, 4 * design.effect_pp / slope
+        lo, hi = sorted((0.0, 4 * design.effect_pp / slope))
         for _ in range(50):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if _expected_accuracy(design, tau, mid) - base < design.effect_pp else (lo, mid)
@@ -209,6 +209,83 @@ def power_check(design: Design, experiments: int, *, seed: int = 0, pilot: int =
     return mde, run(replace(design, effect_pp=mde), experiments, seed=seed)
 
 
+@dataclass(frozen=True)
+class SequentialRates:
+    """What the verdict column says over R experiments of a (sequential or fixed) design; fractions."""
+
+    experiments: int
+    any_better_worse_null: float
+    """Some method equal to the baseline got better / worse (the first method's verdict is left out when it
+    has an effect): the family-wise error the design promises to hold at α."""
+    first_better: float
+    first_worse: float
+    first_equivalent: float
+    null_equivalent: float
+    """Per comparison: a method equal to the baseline was called equivalent (TOST's power at Δ = 0)."""
+    mean_seeds_first: float
+    mean_seeds_null: float
+    mean_runs: float
+    """Training runs per experiment: each method's seeds plus the baseline's (the most any method used)."""
+
+    def se(self, rate: float, per: int = 1) -> float:
+        return math.sqrt(max(rate * (1 - rate), 1e-12) / (self.experiments * per))
+
+
+def run_verdicts(design: Design, experiments: int, *, looks: tuple[int, ...] = (), seed: int = 0,
+                 opts: ReportOptions | None = None) -> SequentialRates:
+    """Simulate ``experiments`` experiments with ``design.seeds`` seeds each and read the significance
+    table's Avg verdicts (``looks``: the sequential design replayed by the table; a method that stopped at
+    look j used its first ``looks[j − 1]`` seeds only)."""
+    opts = replace(opts or ReportOptions(baseline=BASELINE, n_boot=50, n_perm=50), looks=looks)
+    truth_ = truth(design)
+    rng = np.random.default_rng(seed)
+    fw = fb = fwr = fe = ne = 0
+    seeds_first, seeds_null, runs = [], [], []
+    for _ in range(experiments):
+        sig = significance_table(simulate(design, truth_, rng), opts, "").data
+        avg = sig[sig["scope"] == AVG].set_index("method")
+        used = {m: (looks[int(avg.at[m, "look"]) - 1] if looks else design.seeds) for m in avg.index}
+        null = [m for m in METHODS if m != METHODS[0] or not design.effect_pp]
+        fw += any(avg.at[m, "verdict"] in ("better", "worse") for m in null)
+        ne += sum(avg.at[m, "verdict"] == "equivalent" for m in null)
+        first = avg.at[METHODS[0], "verdict"]
+        fb, fwr, fe = fb + (first == "better"), fwr + (first == "worse"), fe + (first == "equivalent")
+        seeds_first.append(used[METHODS[0]])
+        seeds_null += [used[m] for m in null]
+        runs.append(sum(used.values()) + max(used.values()))
+    r = experiments
+    n_null = len(seeds_null) / r
+    return SequentialRates(r, fw / r, fb / r, fwr / r, fe / r, ne / (r * n_null), float(np.mean(seeds_first)),
+                           float(np.mean(seeds_null)), float(np.mean(runs)))
+
+
+def _pct(rate: float, se: float) -> str:
+    return f"{100 * rate:.1f} ± {100 * se:.1f}"
+
+
+def sequential_report(looks: tuple[int, ...], experiments: int, *, seed_sd: float = 1.8, effect: float = 2.0,
+                      margin: float = 2.0, fixed_seeds: Sequence[int] = (), problems: tuple[int, ...] = (200,),
+                      k: int = 4) -> list[str]:
+    """The acceptance rows of the sequential design and of fixed designs beside it (Markdown lines)."""
+    opts = ReportOptions(baseline=BASELINE, n_boot=50, n_perm=50, equivalence_margin=margin)
+    rows = ["| design | true Δ of the first method (pp) | any better/worse among equal methods (FWER) | "
+            "first: better | first: equivalent | equal methods: equivalent | mean seeds first / equal | "
+            "mean runs |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    designs = [(f"sequential {','.join(map(str, looks))}", looks[-1], looks)]
+    designs += [(f"fixed {s} seeds", s, ()) for s in fixed_seeds]
+    for name, seeds, lk in designs:
+        for eff in (0.0, effect, -margin):
+            d = Design(problems=problems, k=k, seeds=seeds, seed_sd_pp=seed_sd, effect_pp=eff)
+            r = run_verdicts(d, experiments, looks=lk, opts=opts, seed=int(100 * abs(eff)) + 7 * seeds + (eff < 0))
+            rows.append(
+                f"| {name} | {eff:+g} | {_pct(r.any_better_worse_null, r.se(r.any_better_worse_null))} | "
+                f"{_pct(r.first_better, r.se(r.first_better))} | {_pct(r.first_equivalent, r.se(r.first_equivalent))}"
+                f" | {_pct(r.null_equivalent, r.se(r.null_equivalent, 3 if eff else 4))} | "
+                f"{r.mean_seeds_first:.1f} / {r.mean_seeds_null:.1f} | {r.mean_runs:.1f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def _fmt(rates: Rates, rate: float) -> str:
     return "–" if math.isnan(rate) else f"{100 * rate:.1f} ± {100 * rates.se(rate):.1f}"
 
@@ -221,9 +298,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=Design.k)
     parser.add_argument("--seeds", type=int, default=Design.seeds)
     parser.add_argument("--interaction", type=float, default=Design.interaction)
-    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %)")
+    parser.add_argument("--power", action="store_true", help="also check the power table's MDE (80 %%)")
+    parser.add_argument("--sequential", default="", metavar="LOOKS",
+                        help="instead: the verdict column of the sequential design with looks at these seeds "
+                             "(e.g. 3,6,9,12,16) at the first --seed-sd, beside fixed designs (--fixed-seeds)")
+    parser.add_argument("--fixed-seeds", default="", help="comma list of fixed seed counts to compare with")
+    parser.add_argument("--effect", type=float, default=2.0, help="the first method's true Δ (pp) for power")
+    parser.add_argument("--margin", type=float, default=ReportOptions.equivalence_margin, help="δ (pp)")
     args = parser.parse_args(argv)
     problems = tuple(int(x) for x in args.problems.split(","))
+    if args.sequential:
+        looks = tuple(int(x) for x in args.sequential.split(","))
+        sd = float(args.seed_sd.split(",")[0])
+        print(f"{args.experiments} experiments per row; problems {problems}, k {args.k}, 4 methods vs {BASELINE} "
+              f"(the first with the true Δ, three equal), run-effect sd {sd:g} pp, margin ±{args.margin:g} pp; "
+              "rates in % ± Monte-Carlo se")
+        sequential_report(looks, args.experiments, seed_sd=sd, effect=args.effect, margin=args.margin,
+                          fixed_seeds=[int(x) for x in args.fixed_seeds.split(",") if x], problems=problems,
+                          k=args.k)
+        return 0
     print(f"{args.experiments} experiments per row; problems {problems}, k {args.k}, {args.seeds} seeds, "
           f"4 methods vs {BASELINE}, ω {args.interaction}; rates in % ± Monte-Carlo se")
     print("| run-effect sd (pp) | sd of a seed's diff (pp) | FWER Avg (Holm) | FWER any cell | per-comparison | "

@@ -184,6 +184,33 @@ def accuracy_vs_step(res: Results, stem: Path, baseline: str = "dapo") -> list[P
         return save(fig, stem)
 
 
+TRAINING_CURVES = (("reward_mean", "training reward"), ("response_length", "response length (tokens)"),
+                   ("entropy", "policy entropy (nats/token)"))
+
+
+def training_curves(res: Results, stem: Path) -> list[Path]:
+    """Training reward, response length and entropy vs step (the run's metrics.jsonl), one line per method:
+    the seed mean with a min-max band. With ``accuracy_vs_step`` (held-out accuracy) the learning curves."""
+    metrics = res.metrics
+    panels = [(col, label) for col, label in TRAINING_CURVES if col in metrics]
+    methods = sort_methods(set(metrics["method"]))
+    seeds = sorted(set(metrics["seed"]))
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.2), squeeze=False,
+                                 constrained_layout=True)
+        for ax, (col, label) in zip(axes[0], panels):
+            for method in methods:
+                sub = metrics[metrics["method"] == method].pivot(index="step", columns="seed", values=col).sort_index()
+                _band(ax, sub.index.to_numpy(), sub, _color(method, methods), method_label(method), marker="")
+            ax.set_xlabel("step")
+            ax.set_ylabel(label)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+        axes[0, 0].legend(fontsize=7, frameon=False)
+        fig.suptitle(f"Training curves: seed mean, min-max band over {len(seeds)} seeds "
+                     f"({', '.join(map(str, seeds))})", fontsize=9)
+        return save(fig, stem)
+
+
 def accuracy_vs_wallclock(res: Results, stem: Path) -> list[Path]:
     """Eval Avg vs cumulative training seconds at each evaluated checkpoint."""
     acc = seed_step_accuracy(res)
@@ -444,6 +471,7 @@ def write_all(res: Results, out_dir: Path, *, baseline: str = "dapo") -> list[Pa
     paths += accuracy_vs_wallclock(res, out_dir / "accuracy_vs_wallclock")
     if not res.metrics.empty:
         paths += phase_bars(res, out_dir / "step_time_phases", baseline=baseline)
+        paths += training_curves(res, out_dir / "training_curves")
     paths += token_weight_heatmaps(res, out_dir)
     return paths
 

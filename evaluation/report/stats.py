@@ -222,6 +222,34 @@ def seeds_random_test(blocks: Sequence[np.ndarray], *, alpha: float = 0.05) -> S
     return SeedsRandomResult(a.mean, se, df, a.mean - half, a.mean + half, p, a.n, a.seeds)
 
 
+def signal_to_noise(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]], benches: Sequence[str],
+                    skip: Sequence[str] = ()) -> tuple[float, float, float]:
+    """(signal, noise, SNR) of a scope (``benches`` pooled), in pp, over the final checkpoints of every method
+    but ``skip`` ("Signal and Noise", Ai2 2025, arXiv 2508.13144: spread between models / noise of one score).
+
+    Signal: the sd of the scope's accuracy over every final checkpoint (method × seed). Noise: the sampling sd
+    of one evaluation of one checkpoint, √(Σ_p p̂_p(1 − p̂_p)/(k − 1)) / n (unbiased binomial variance of a mean
+    of k samples per problem), root-mean-square over the checkpoints. SNR ≲ 1: checkpoints differ no more than
+    one evaluation's dice, so the set cannot separate methods at this k and n."""
+    accs, noise = [], []
+    for method, by_seed in final.items():
+        if method in skip:
+            continue
+        for recs in by_seed.values():
+            parts = [recs[b].correct.astype(float) for b in benches if b in recs and recs[b].correct.size]
+            if not parts or len(parts) < len([b for b in benches if b in recs]):
+                continue
+            n = sum(c.shape[0] for c in parts)
+            accs.append(100 * sum(c.mean(axis=1).sum() for c in parts) / n)
+            if all(c.shape[1] > 1 for c in parts):
+                var = sum(float((c.mean(axis=1) * (1 - c.mean(axis=1)) / (c.shape[1] - 1)).sum()) for c in parts)
+                noise.append(1e4 * var / n**2)
+    signal = sample_sd(accs)
+    sd_noise = math.sqrt(float(np.mean(noise))) if noise else math.nan
+    snr = signal / sd_noise if sd_noise and not math.isnan(signal) else math.nan
+    return signal, sd_noise, snr
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm step-down adjusted p-values (NaNs pass through)."""
     p = np.asarray(pvalues, dtype=float)
@@ -329,19 +357,23 @@ def wall_clock_at(metrics: pd.DataFrame, method: str, seed: int, step: int) -> f
 
 def significant_rows(data: pd.DataFrame, significance: pd.DataFrame, scope: str, baseline: str,
                      alpha: float) -> frozenset[int]:
-    """Rows of ``data`` whose ``scope`` differs from the baseline's after Holm (``p_holm`` < alpha) in the
-    significance table's data.
+    """Rows of ``data`` whose ``scope`` differs from the baseline's in the significance table's data: verdict
+    better / worse (Holm, sequential for the Avg when seeds are added on demand; ``p_holm`` < alpha without a
+    verdict column).
 
     A method row qualifies by its own test; the baseline's row only when every other method differs.
     """
     sig = significance[significance["scope"] == scope] if "scope" in significance else significance.iloc[0:0]
-    p = dict(zip(sig["method"], pd.to_numeric(sig["p_holm"], errors="coerce")))
+    if "verdict" in sig:
+        differs = {m: v in ("better", "worse") for m, v in zip(sig["method"], sig["verdict"])}
+    else:
+        differs = {m: p < alpha for m, p in zip(sig["method"], pd.to_numeric(sig["p_holm"], errors="coerce"))}
     others = [m for m in data["method"] if m != baseline]
     rows = set()
     for i, method in enumerate(data["method"]):
         if method == baseline:
-            if others and all(p.get(m, math.nan) < alpha for m in others):
+            if others and all(differs.get(m, False) for m in others):
                 rows.add(i)
-        elif p.get(method, math.nan) < alpha:
+        elif differs.get(method, False):
             rows.add(i)
     return frozenset(rows)

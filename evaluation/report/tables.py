@@ -25,6 +25,7 @@ from evaluation.report.load import (
     sort_methods,
 )
 from evaluation.report.render import Column, Table, fmt_float
+from evaluation.report.sequential import verdict_rule
 from evaluation.report.stats import (
     final_records,
     problem_counts,
@@ -38,11 +39,6 @@ from evaluation.report.stats import (
 )
 
 log = logging.getLogger(__name__)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Tables
-# ----------------------------------------------------------------------------------------------------
 
 
 def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
@@ -65,6 +61,8 @@ def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tupl
 
 
 DROP_SHOWN: tuple[str, ...] = ("requested", "graded", "failed", "overlong", "no_answer")
+DROP_COLUMNS: tuple[str, ...] = (*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:]))
+"""The data columns of a row's drops (:func:`drop_fields`), in table order."""
 
 
 def drop_fields(records: Sequence[EvalRecord]) -> dict[str, float]:
@@ -93,7 +91,8 @@ def drop_columns() -> list[Column]:
 def drop_note(data: pd.DataFrame, opts: ReportOptions) -> str:
     """The drop rule, and a warning naming every row whose failed, overlong or unanswered share exceeds
     ``opts.max_drop_pct``."""
-    over = [f"{row['label']} {key.replace('_', ' ')} {row[f'{key}_pct']:.1f} %" for _, row in data.iterrows()
+    over = [f"{row['label']}{f' step {row.step}' if 'step' in row else ''} {key.replace('_', ' ')} "
+            f"{row[f'{key}_pct']:.1f} %" for _, row in data.iterrows()
             for key in DROP_SHOWN[2:] if f"{key}_pct" in row and row[f"{key}_pct"] > opts.max_drop_pct]
     warning = (f"Warning: drops above {opts.max_drop_pct:g} % of the requested samples (report.max_drop_pct): "
                f"{'; '.join(over)}; these scores are not comparable with a run that kept its samples. ") if over else ""
@@ -110,10 +109,27 @@ def main_table(res: Results, opts: ReportOptions, footer: str, significance: Tab
     note says what the design can detect (``design_note``)."""
     benches = main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
     table = accuracy_table(res, opts, footer, "main", benches, with_avg=True, significance=significance)
+    if significance is not None and "verdict" in significance.data:
+        table = with_verdicts(table, significance.data, opts)
     if power is None:
         return table
     note = " ".join(x for x in (table.note, design_note(power.data, opts)) if x)
     return replace(table, note=note)
+
+
+def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions) -> Table:
+    """The main table plus the significance table's Avg verdict per method (better / worse / equivalent within
+    ±δ / undecided vs the baseline), inserted before the Δ column, and the rule in the note."""
+    avg = significance[significance["scope"] == AVG]
+    verdicts = dict(zip(avg["method"], avg["verdict"]))
+    data = table.data.copy()
+    data["verdict"] = [verdicts.get(m, "") for m in data["method"]]
+    cols = list(table.columns)
+    at = next(i for i, c in enumerate(cols) if c.value == f"{AVG}_delta") + 1
+    cols.insert(at, Column(f"verdict (±{opts.equivalence_margin:g} pp)", "verdict", kind="str", align="l"))
+    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.")
+                    if x)
+    return replace(table, data=data, columns=tuple(cols), note=note)
 
 
 def _span(values: Sequence[float], digits: int = 1) -> str:
@@ -210,11 +226,10 @@ def accuracy_table(
     order = ["method"]
     for bench in scopes:
         order += [bench, f"{bench}_sd", f"{bench}_ci_lo", f"{bench}_ci_hi", f"{bench}_delta"]
-    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
-    for key in drops:
+    for key in DROP_COLUMNS:
         if key not in data:
             data[key] = math.nan
-    data = as_counts(data[order + ["n", "k", "seeds", *drops]].copy())
+    data = as_counts(data[order + ["n", "k", "seeds", *DROP_COLUMNS]].copy())
     data.insert(1, "label", [method_label(m) for m in data["method"]])
 
     cols = [Column("Method", "label", kind="str", align="l")]
@@ -300,20 +315,25 @@ def learning_table(res: Results, opts: ReportOptions, footer: str) -> Table:
             clocks = [wall_clock_at(metrics, method, int(s), int(step)) for s in sub["seed"]]
             clocks = [c for c in clocks if not math.isnan(c)]
             row["time_wall_clock_s"] = float(np.mean(clocks)) if clocks else math.nan
+            row.update(drop_fields([r for r in res.evals if r.method == method and r.step == step]))
             rows.append(row)
     data = pd.DataFrame(rows)
+    if not data.empty:
+        data = as_counts(data)
     cols = [Column("Method", "label", kind="str", align="l"), Column("step", "step", kind="int")]
     cols += [Column(c, c, sd=f"{c}_sd") for c in [*benches, AVG]]
     cols += [
         Column("train acc", "train_accuracy", sd="train_accuracy_sd"),
         Column("wall-clock (s)", "time_wall_clock_s", digits=0),
         Column("seeds", "seeds", kind="int"),
+        *drop_columns(),
     ]
     caption = (
         f"Learning curve: avg@k (%) per evaluated step, mean ± sd over seeds ({AVG} over the main-table "
         "benchmarks); training accuracy (%) at that step"
     )
-    return Table("learning", caption, data, tuple(cols), footer)
+    note = drop_note(data, opts) if not data.empty else ""
+    return Table("learning", caption, data, tuple(cols), footer, note=note)
 
 
 def _seed_mean(run: pd.DataFrame, col: str) -> float:
@@ -455,8 +475,7 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
     order = ["method", "label"]
     for bench in benches:
         order += [f"{bench}_{c}" for c in ("base", "base_sd", "plus", "plus_sd", "plus_delta")]
-    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
-    data = as_counts(data[[*order, "k", "seeds", *drops]].reset_index(drop=True))
+    data = as_counts(data[[*order, "k", "seeds", *DROP_COLUMNS]].reset_index(drop=True))
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in benches:
         cols += [

@@ -108,7 +108,7 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
     )
     assert "delta,DelTA,77.5000,3.5355," in (tables / "main.csv").read_text()
     assert (
-        "| Method | bench_a | bench_b | Avg | Δ Avg vs DAPO | n | k | seeds |"
+        "| Method | bench_a | bench_b | Avg | Δ Avg vs DAPO | verdict (±2 pp) | n | k | seeds |"
         in (tables / "main.md").read_text()
     )
     assert "\n| DAPO | 47.50 ± 3.54 [" in (tables / "main.md").read_text()

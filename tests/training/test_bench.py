@@ -94,3 +94,28 @@ def test_bench_cli_prints_cf_floor_and_window_lines(tmp_path):
     m = re.search(r"cf_query_tokens needed (\d+) ran (\d+) .* reference \(1\+n_spans\)x\(P\+L\) (\d+)", out)
     assert m and 0 < int(m[1]) <= int(m[2]) and int(m[3]) > int(m[1]), out
     assert re.search(r"cf_w0_fidelity credit_s .* drop_spearman -?\d", out), out
+
+
+def test_bench_cli_trl_ratio_with_both_sides_work(tmp_path):
+    """``--trl`` through the command, scaled down: the TRL/native ratio with spread, both backends' phase
+    medians and the tokens each generated and trained per round (same prompts, so the reader can see the
+    work is alike)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-m", "training.bench", "--presets", "dapo", "--trl", "--steps", "0",
+                          "--trl-rounds", "2", "--sft-steps", "10", "--prompts", "2", "--group", "2", "--hidden", "32",
+                          "--layers", "1", "--max-new-tokens", "12"], capture_output=True, text=True, env=env,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout
+    assert re.search(r"step_ratio_trl_vs_native \d+\.\d+ spread \d+\.\d+-\d+\.\d+ .* n 2", out), out
+    assert "step_ratio_vs_dapo" not in out  # --steps 0: no preset rounds
+    assert re.search(r"^native +(\d+\.\d+ +){6}\d+\.\d+$", out, re.M) and re.search(r"^trl +(\d+\.\d+ +){6}", out, re.M)
+    for backend in ("native", "trl"):
+        m = re.search(rf"trl_vs_native_work {backend} tokens_generated (\d+)/(\d+) tokens_trained \d+/\d+ "
+                      r"response_length [\d.]+/[\d.]+", out)
+        assert m and all(0 < int(t) <= 4 * 12 for t in m.groups()), out

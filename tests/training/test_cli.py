@@ -23,12 +23,12 @@ SCREEN_LINES = 40
 SCRIPT = Path(sys.executable).with_name("creditbench")  # the installed console script, where pip put one
 
 
-def creditbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def creditbench(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """The installed ``creditbench`` script (else ``python -m training.cli``, the same ``main``) in a fresh
     process; PYTHONPATH puts this checkout first, so an install from another clone runs this code."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_WAIT_POLICY": "PASSIVE"}
     cmd = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "training.cli"]
-    return subprocess.run([*cmd, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_console_script_points_at_main():
@@ -41,18 +41,50 @@ def test_help_lists_every_command_and_each_help_fits_a_screen():
     top = creditbench("--help")
     assert top.returncode == 0 and all(f"  {name} " in top.stdout for name in cli.COMMANDS)
     for name in cli.COMMANDS:
-        if name == "run":
-            continue  # snakemake's own help
         res = creditbench(name, "--help")
         assert res.returncode == 0, (name, res.stderr[-2000:])
         assert 0 < len(res.stdout.splitlines()) <= SCREEN_LINES, name
     assert creditbench("nonsense").returncode == 2
 
 
-def test_benchmarks_list_names_every_registered_set():
+def test_benchmarks_list_has_a_header_and_only_the_sets_eval_takes():
     res = creditbench("benchmarks", "list")
-    assert res.returncode == 0
-    assert [line.split()[0] for line in res.stdout.splitlines()] == list(BENCHMARKS)
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0 and lines[0].split()[:4] == ["set", "kind", "split", "problems"]
+    assert [line.split()[0] for line in lines[1:-1]] == [n for n, b in BENCHMARKS.items() if not b.generated]
+    assert "synthetic" not in res.stdout and lines[-1].startswith("suites: ")
+
+
+BAD_PATHS = {  # arguments -> words of the one line (exit 2, no traceback)
+    ("report", "--results", "/nonexistent/run"): ["--results /nonexistent/run", "no eval/"],
+    ("plan", "/nonexistent/recipe.yaml"): ["/nonexistent/recipe.yaml", "No such file"],
+    ("benchmarks", "verify", "gsm8"): ["unknown set 'gsm8'", "did you mean 'gsm8k'?"],
+    ("regress", "/nonexistent/a", "/nonexistent/b"): ["/nonexistent/a", "no tables"],
+    ("compare", "/nonexistent/a", "/nonexistent/b"): ["/nonexistent/a", "no results.json"],
+    ("eval", "--model", "/nonexistent", "--sets", "math5000"): ["did you mean 'math500'?"],
+}
+
+
+@pytest.mark.parametrize("argv", list(BAD_PATHS), ids=[" ".join(a[:2]) for a in BAD_PATHS])
+def test_bad_paths_and_names_are_one_line(argv):
+    res = creditbench(*argv)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert all(w in lines[0] for w in BAD_PATHS[argv]), lines[0]
+
+
+def test_calibrate_help_works():
+    res = subprocess.run([sys.executable, "-m", "evaluation.report.calibrate", "--help"], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "(80 %)" in res.stdout, res.stderr[-2000:]
+
+
+def test_run_uses_the_snakefile_of_the_current_folder(tmp_path):
+    """`creditbench run` in a folder with its own Snakefile runs that workflow, not the installed checkout's."""
+    (tmp_path / "Snakefile").write_text('rule all:\n    output: "done.txt"\n    shell: "echo here > {output}"\n')
+    res = creditbench("run", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "done.txt").read_text() == "here\n"
 
 
 def test_eval_writes_results_and_samples_of_the_tiny_model(tiny_env, tmp_path):

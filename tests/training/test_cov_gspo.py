@@ -93,7 +93,7 @@ def batch_of(old, adv, mask, generator):
 
 def ours(preset, old, logp, adv, mask, weights, terms=None, ref=None):
     kw = {**preset.loss_kwargs(), **(terms or {})}
-    per_token, _ = losses.per_token_loss(logp, old, adv, weights, **kw, ref_logp=ref, mask=mask)
+    per_token, _, _ = losses.per_token_loss(logp, old, adv, weights, **kw, ref_logp=ref, mask=mask)
     return losses.aggregate(per_token, mask, preset.aggregation, num_tokens=float(mask.sum()),
                             num_seqs=float((mask.sum(-1) > 0).sum()), max_len=mask.shape[1])
 
@@ -184,13 +184,13 @@ def test_per_token_clip_bounds_and_kl_coefficient_are_per_token():
     base = dict(dual_clip_c=None, weights_on_kl=False, kl_clamp=None)
     eps = torch.full_like(old, 0.2)
     eps[0, 0] = 10.0  # token (0, 0) not clipped
-    loss, _ = losses.per_token_loss(logp, old, adv, mask, eps_low=0.2, eps_high=eps, kl_beta=0.0, **base)
-    clipped, _ = losses.per_token_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.2, kl_beta=0.0, **base)
+    loss, _, _ = losses.per_token_loss(logp, old, adv, mask, eps_low=0.2, eps_high=eps, kl_beta=0.0, **base)
+    clipped, _, _ = losses.per_token_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.2, kl_beta=0.0, **base)
     assert torch.equal(loss[1:], clipped[1:]) and torch.equal(loss[0, 1:], clipped[0, 1:])
     assert float(loss[0, 0]) == pytest.approx(float(-adv[0] * torch.exp(torch.tensor(0.5)))) and adv[0] > 0
     beta = torch.zeros_like(old)
     beta[2, 1] = 3.0
-    with_kl, kl = losses.per_token_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.2, kl_beta=beta,
+    with_kl, kl, _ = losses.per_token_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.2, kl_beta=beta,
                                         ref_logp=old, kl_estimator="abs", **base)
     diff = with_kl - clipped
     assert float(diff[2, 1]) == pytest.approx(3.0 * 0.5) and float(diff.abs().sum()) == pytest.approx(1.5)

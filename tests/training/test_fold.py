@@ -27,15 +27,14 @@ def _run(tiny_env, run_dir, monkeypatch, name, **rl):
             grads.append([p.grad.clone() for g in self.param_groups for p in g["params"]])
             return super().step(closure)
 
-    real_forward = rl_module.forward_logp
+    real_forward = phases_module.forward_logp
 
     def counting_forward(model, *args, **kwargs):
         forwards.append(torch.is_grad_enabled())
         return real_forward(model, *args, **kwargs)
 
     monkeypatch.setattr(rl_module.torch.optim, "AdamW", RecordingAdamW)
-    monkeypatch.setattr(rl_module, "forward_logp", counting_forward)  # phase 5's forward
-    monkeypatch.setattr(phases_module, "forward_logp", counting_forward)  # phase 3's (and the folded update's)
+    monkeypatch.setattr(phases_module, "forward_logp", counting_forward)  # phases 3 and 5 (phases.update_policy)
     cfg = _cfg(tiny_env, steps=2, checkpoint_every=2, **rl)
     train(cfg, get_preset(name), seed=3, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]),
           run_dir=str(run_dir), reward_fn=digit_reward)
@@ -85,3 +84,43 @@ def test_peek_randperm_does_not_advance_the_generator():
     g = torch.Generator().manual_seed(7)
     peeked = peek_randperm(10, g)
     assert torch.equal(peeked, torch.randperm(10, generator=g))
+
+
+def test_forward_logp_scores_only_response_positions_with_the_full_forwards_values(tiny_env):
+    """``forward_logp`` runs the LM head on the last R + 1 positions only: its log-probs, entropies and LM-head
+    inputs equal, bit for bit, those of the whole sequence's logits (the model's own forward) at positions
+    p-1 .. p+R-2, and the parameter gradients agree up to float summation order."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from common.io import read_jsonl
+    from training.credit.rescoring import position_ids
+    from training.phases import forward_logp, sample_rollout
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_env["model"])
+    tok = AutoTokenizer.from_pretrained(tiny_env["model"], padding_side="left")
+    ro = sample_rollout(model, tok, read_jsonl(tiny_env["train"]), _cfg(tiny_env, steps=1).rl, seed=0, step=0)
+    p_ids, p_mask, r_ids, r_mask = ro.prompt_ids, ro.prompt_mask, ro.response_ids, ro.response_mask
+    model.train()
+    rows = []
+    handle = model.get_output_embeddings().register_forward_pre_hook(lambda _m, a: rows.append(a[0].shape[1]))
+    logp, ent, hid = forward_logp(model, p_ids, p_mask, r_ids, r_mask, capture_hidden=True, with_entropy=True)
+    handle.remove()
+    assert rows == [r_ids.shape[1] + 1] and p_ids.shape[1] > 1  # the head saw R + 1 positions, not P + R
+    (logp * r_mask).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+
+    ids, att = torch.cat([p_ids, r_ids], 1), torch.cat([p_mask, r_mask.long()], 1)
+    heads = []
+    handle = model.get_output_embeddings().register_forward_pre_hook(lambda _m, a: heads.append(a[0].detach()))
+    out = model(input_ids=ids, attention_mask=att, position_ids=position_ids(att))
+    handle.remove()
+    p = p_ids.shape[1]
+    full = torch.log_softmax(out.logits[:, p - 1 : -1], -1)
+    want = full.gather(-1, r_ids.unsqueeze(-1)).squeeze(-1)
+    assert torch.equal(logp, want)
+    assert torch.equal(ent, -(full.exp() * full).sum(-1).detach())
+    assert torch.equal(hid, heads[0][:, p - 1 : -1])
+    (want * r_mask).sum().backward()
+    for g, p_ in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p_.grad, rtol=1e-5, atol=1e-6)

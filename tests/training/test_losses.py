@@ -225,7 +225,7 @@ def test_micro_batch_invariance_8x1_equals_1x8(mode, weights_on_kl):
 
     def step(rows: slice, param: torch.Tensor) -> torch.Tensor:
         logp = torch.log_softmax(param[rows], -1).gather(-1, ids[rows][..., None]).squeeze(-1)
-        tok, _ = per_token_loss(logp, old_logp[rows], adv[rows], w[rows], eps_low=0.2, eps_high=0.28,
+        tok, _, _ = per_token_loss(logp, old_logp[rows], adv[rows], w[rows], eps_low=0.2, eps_high=0.28,
                                 dual_clip_c=3.0, kl_beta=0.04, weights_on_kl=weights_on_kl, kl_clamp=None,
                                 ref_logp=ref_logp[rows])
         return aggregate(tok, mask[rows], mode, num_tokens=num_tokens, num_seqs=num_seqs, max_len=R)
@@ -254,12 +254,12 @@ def test_per_token_loss_by_hand(weights_on_kl):
     """One token, numbers worked by hand: ratio e^0.1, A = 2, clip .2/.28 -> pg = -2 * min(e^0.1, 1.28);
     k3 with ref - logp = -0.5: e^-0.5 + 0.5 - 1; w = 0.5, beta = 0.1."""
     logp, old, ref = torch.tensor([[-1.0]]), torch.tensor([[-1.1]]), torch.tensor([[-1.5]])
-    tok, kl = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
+    tok, kl, _ = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
                              dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl, kl_clamp=None, ref_logp=ref)
     pg = -2.0 * math.exp(0.1)
     k3 = math.exp(-0.5) + 0.5 - 1.0
     want = 0.5 * (pg + 0.1 * k3) if weights_on_kl else 0.5 * pg + 0.1 * k3
     assert kl.item() == pytest.approx(k3, abs=1e-6) and tok.item() == pytest.approx(want, abs=1e-6)
-    no_ref, kl0 = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
+    no_ref, kl0, _ = per_token_loss(logp, old, torch.tensor([2.0]), torch.tensor([[0.5]]), eps_low=0.2, eps_high=0.28,
                                  dual_clip_c=None, kl_beta=0.1, weights_on_kl=weights_on_kl, kl_clamp=None)
     assert kl0.item() == 0.0 and no_ref.item() == pytest.approx(0.5 * pg, abs=1e-6)

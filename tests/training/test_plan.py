@@ -186,13 +186,14 @@ def test_logits_memory_by_backend():
 
 
 def test_slurm_resources_and_launch_prefix():
-    from training.plan import launch_prefix, slurm_resources
+    from training.launch import launch_prefix, slurm_resources
 
     delta = load_config(REPO_ROOT / "config" / "experiments" / "delta_qwen3_8b.yaml")
-    assert slurm_resources(delta, "rl") == {"gpu": 8, "runtime": 7 * 24 * 60}
+    assert slurm_resources(delta, "rl") == {"gpu": 8, "nodes": 1, "runtime": 7 * 24 * 60}
     assert slurm_resources(delta, "evaluate") == {"gpu": 1} and slurm_resources(delta, "sft") == {"gpu": 0}
-    assert launch_prefix(delta) == "accelerate launch --num_processes 8 --num_machines 1 --mixed_precision bf16"
+    assert launch_prefix(delta) == ("accelerate launch --multi_gpu --num_processes 8 --num_machines 1 "
+                                    "--mixed_precision bf16")
     ci = load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")
     assert slurm_resources(ci, "rl") == {"gpu": 0} and launch_prefix(ci) == "python"
     cf = load_config(REPO_ROOT / "config" / "experiments" / "cf_qwen25_3b_gsm8k.yaml")
-    assert launch_prefix(cf) == "python" and slurm_resources(cf, "rl") == {"gpu": 1, "runtime": 2 * 24 * 60}
+    assert launch_prefix(cf) == "python" and slurm_resources(cf, "rl") == {"gpu": 1, "nodes": 1, "runtime": 2 * 24 * 60}

@@ -13,10 +13,10 @@ from safetensors.torch import load_file
 from common.config import config_from_dict
 from training import losses
 from training.phases import forward_logp
-from training.presets import get_preset
+from training.presets import PRESETS, distinct, get_preset, supported
 from training.trl_backend import build_trainer, per_token_loss, preset_loss, train_trl, trl_normalisers
 
-PRESETS = ["grpo", "dr_grpo", "dapo", "delta", "cf", "cf_paper", "gspo", "gspo_token", "clip_cov"]
+TRL_PRESETS = distinct(supported("trl"), loss_shape=True)  # derived: every loss shape TRL runs, once
 
 
 def digit_reward(response: str, gold: str, *, timeout_s: float) -> float:
@@ -35,7 +35,7 @@ def _cfg(tiny_env, scale=None, **rl):
 
 def native_loss(preset, logp, old_logp, advantages, w, ref_logp, mask, *, num_tokens, num_seqs, max_len):
     """``training/rl.py`` step 5: the loop's call of ``losses.per_token_loss`` and ``losses.aggregate``."""
-    per_token, _ = losses.per_token_loss(logp, old_logp, advantages, w, **preset.loss_kwargs(), ref_logp=ref_logp,
+    per_token, _, _ = losses.per_token_loss(logp, old_logp, advantages, w, **preset.loss_kwargs(), ref_logp=ref_logp,
                                          mask=mask)
     return per_token, losses.aggregate(per_token, mask, preset.aggregation, num_tokens=num_tokens,
                                        num_seqs=num_seqs, max_len=max_len)
@@ -52,7 +52,22 @@ def _batch(vocab: int, *, b=6, p=5, r=7, seed=0):
     return g, prompt_ids, torch.ones_like(prompt_ids), completion_ids, completion_mask, advantages
 
 
-@pytest.mark.parametrize("name", PRESETS)
+def _adapter_batch(tiny_env, tmp_path, name):
+    """(preset, cfg, the adapter trainer in train mode, its model, :func:`_batch`, the native forward's logp)."""
+    torch.manual_seed(0)
+    preset = get_preset(name)
+    cfg = _cfg(tiny_env, steps=1)
+    trainer = build_trainer(cfg, preset, seed=1, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]),
+                            run_dir=str(tmp_path), reward_fn=digit_reward)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    batch = _batch(cfg.model.vocab_size)
+    with torch.no_grad():
+        logp, _, _ = forward_logp(trainer.model, *batch[1:5])  # the native forward
+    return preset, cfg, trainer, trainer.model, batch, logp
+
+
+@pytest.mark.parametrize("name", TRL_PRESETS)
 def test_pure_loss_equals_native_composition(name):
     preset = get_preset(name)
     g = torch.Generator().manual_seed(1)
@@ -70,19 +85,9 @@ def test_pure_loss_equals_native_composition(name):
     assert torch.equal(got, want)
 
 
-@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("name", TRL_PRESETS)
 def test_adapter_loss_equals_native_loss_on_identical_inputs(tiny_env, tmp_path, name):
-    torch.manual_seed(0)
-    preset = get_preset(name)
-    cfg = _cfg(tiny_env, steps=1)
-    trainer = build_trainer(cfg, preset, seed=1, sft_dir=str(tiny_env["model"]), train_path=str(tiny_env["train"]),
-                            run_dir=str(tmp_path), reward_fn=digit_reward)
-    model = trainer.model
-    model.train()
-    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
-    g, p_ids, p_mask, c_ids, c_mask, adv = _batch(cfg.model.vocab_size)
-    with torch.no_grad():
-        logp, _, _ = forward_logp(model, p_ids, p_mask, c_ids, c_mask)  # the native forward
+    preset, cfg, trainer, model, (g, p_ids, p_mask, c_ids, c_mask, adv), logp = _adapter_batch(tiny_env, tmp_path, name)
     old = logp + 0.3 * torch.randn(logp.shape, generator=g)
     old[0] = logp[0] - 3.0
     ref = logp + 0.2 * torch.randn(logp.shape, generator=g)
@@ -185,10 +190,11 @@ def test_a_stopped_trl_run_resumes_from_its_last_checkpoint(tiny_env, tmp_path, 
     assert [p.name for p in (tmp_path / "trl").glob("checkpoint-*")] == ["checkpoint-4"]
 
 
-@pytest.mark.parametrize("name", ["kl_cov", "otb", "ppo_critic"])
+@pytest.mark.parametrize("name", [n for n in PRESETS if n not in supported("trl")])
 def test_native_only_presets_are_refused_with_the_reason(tiny_env, tmp_path, name):
-    """KL-Cov's per-token KL against pi_old (and OTB's token advantage) are not carried through TRL's batch."""
-    with pytest.raises(NotImplementedError, match="needs the native loop"):
+    """What TRL's batch does not carry (token advantages, per-token terms against pi_old, a critic) is refused,
+    naming it (the same ``presets.refusal`` refuses the pair at DAG time, ``test_config_dag.py``)."""
+    with pytest.raises(NotImplementedError, match=f"cannot run preset '{name}'"):
         build_trainer(_cfg(tiny_env), get_preset(name), seed=1, sft_dir=str(tiny_env["model"]),
                       train_path=str(tiny_env["train"]), run_dir=str(tmp_path))
 
@@ -289,6 +295,24 @@ def test_delta_still_runs_the_pi_old_forward(tiny_env, tmp_path, monkeypatch):
     assert res["metrics"]["time"]["old_logp"] > 0 and res["metrics"]["entropy"] > 0
 
 
+def test_the_step_time_counts_the_optimizer_step_as_the_native_update_does(tiny_env, tmp_path, monkeypatch):
+    """The Trainer clips and steps the optimizer outside ``training_step``; the metrics row's ``update`` phase
+    (and ``total``) still holds it, as the native loop's does: a 0.5 s optimizer step shows in ``update``."""
+    import time
+
+    real_step = torch.optim.AdamW.step
+
+    def slow_step(self, *args, **kwargs):
+        time.sleep(0.5)
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", slow_step)
+    train_trl(_cfg(tiny_env, steps=1), get_preset("dapo"), seed=3, sft_dir=str(tiny_env["model"]),
+              train_path=str(tiny_env["train"]), run_dir=str(tmp_path), reward_fn=digit_reward)
+    seconds = _rows(tmp_path)[0]["time"]
+    assert seconds["update"] >= 0.5 and seconds["checkpoint"] < seconds["total"] - 0.5
+
+
 @pytest.mark.parametrize("recipe", ["delta_qwen3_8b", "delta_qwen3_14b", "cf_qwen25_3b_gsm8k", "cf_qwen3_1p7b_gsm8k",
                                     "gpu_check"])
 def test_recipe_arguments_are_fields_of_the_installed_grpoconfig(recipe, tmp_path):
@@ -311,7 +335,7 @@ def test_recipe_arguments_are_fields_of_the_installed_grpoconfig(recipe, tmp_pat
     known = {f.name for f in fields(GRPOConfig)}
     for method in cfg.methods:
         preset = get_preset(method)
-        if preset.dynamic_sampling:
+        if method not in supported("trl"):
             continue  # refused by backend trl with its reason (test_native_only_presets_are_refused...)
         args = grpo_args(cfg, preset, seed=0, output_dir=str(tmp_path / method))
         assert set(args) <= known, (recipe, method, sorted(set(args) - known))
@@ -320,3 +344,59 @@ def test_recipe_arguments_are_fields_of_the_installed_grpoconfig(recipe, tmp_pat
         made = GRPOConfig(**{**args, "bf16": False, "use_cpu": True})
         assert made.num_generations == cfg.rl.group_size and made.vllm_mode == (cfg.scale.vllm.mode or made.vllm_mode)
     assert cfg.backend == "trl"
+
+
+def test_clip_statistic_is_the_losss_own_in_both_backends_for_gspo(tiny_env, tmp_path):
+    """The clip fraction comes from ``losses.per_token_loss`` in both backends: the same batch through the TRL
+    adapter's ``_compute_loss`` and the native ``phases.update_policy`` gives the same value for GSPO, whose
+    clip acts on the sequence ratio (rows 0-2: per-token noise of mean 0, token ratios far outside 1 +- 4e-4
+    but sequence ratio 1, not clipped; rows 3-5: a shift, clipped). Before the registry the TRL backend
+    counted token ratios and logged the noisy rows as clipped."""
+    from training.phases import Rollout, update_policy
+
+    preset, cfg, trainer, model, (g, p_ids, p_mask, c_ids, c_mask, adv), logp = _adapter_batch(tiny_env, tmp_path,
+                                                                                                "gspo")
+    mask = c_mask.float()
+    noise = torch.randn(logp.shape, generator=g) * 0.05 * mask
+    noise = (noise - (noise.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True)) * mask)  # mean 0 on each row
+    noise[3:] = 0.01 * mask[3:]  # a shift: sequence ratio e^-0.01, clipped
+    old = logp - noise
+    inputs = {"prompt_ids": p_ids, "prompt_mask": p_mask, "completion_ids": c_ids, "completion_mask": c_mask,
+              "advantages": adv, "num_items_in_batch": mask.sum(), "old_per_token_logps": old,
+              "token_weights": mask}
+    trainer._compute_loss(model, inputs)
+    trl_clip = trainer._metrics["train"]["clip_ratio/region_mean"][-1]
+    ro = Rollout(step=0, prompt_ids=p_ids, prompt_mask=p_mask, response_ids=c_ids, response_mask=mask,
+                 truncated=torch.zeros(len(c_ids), dtype=torch.bool), group_ids=torch.arange(len(c_ids)) // 3,
+                 golds=("1",) * len(c_ids))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    native = update_policy(model, opt, preset, cfg.rl, ro, old_logp=old, advantages=adv, weights=mask, terms={},
+                           kl_ref=None, loss_mask=mask, order=torch.arange(len(c_ids)), held=None)
+    want = float(mask[3:].sum() / mask.sum())
+    token_level = float((((logp - old).exp() - 1).abs() > 3e-4).float().mul(mask).sum() / mask.sum())
+    assert native["clip_frac"] == pytest.approx(want, abs=1e-6) and trl_clip == pytest.approx(want, abs=1e-6)
+    assert token_level > want + 0.2  # what the TRL backend logged before: the test tells the two apart
+
+
+def test_cispo_equals_trls_own_cispo_loss(tiny_env, tmp_path):
+    """The adapter's CISPO loss and gradients equal TRL 1.16's own ``loss_type="cispo"`` code (the base class's
+    ``_compute_loss``, ``epsilon_high`` = 1 + eps_high) on the same inputs, at ratios far from 1."""
+    from trl import GRPOTrainer
+
+    preset, cfg, trainer, model, (g, p_ids, p_mask, c_ids, c_mask, adv), logp = _adapter_batch(tiny_env, tmp_path,
+                                                                                                "cispo")
+    old = logp + 0.8 * torch.randn(logp.shape, generator=g)  # ratios e^(+-2): clipped above 5 and kept below
+    inputs = {"prompt_ids": p_ids, "prompt_mask": p_mask, "completion_ids": c_ids, "completion_mask": c_mask,
+              "advantages": adv, "num_items_in_batch": c_mask.sum(), "old_per_token_logps": old,
+              "token_weights": c_mask.float()}
+    got = trainer._compute_loss(model, inputs)
+    trainer.loss_type, trainer.epsilon_high = "cispo", 1 + preset.eps_high
+    want = GRPOTrainer._compute_loss(trainer, model, {k: v for k, v in inputs.items() if k != "token_weights"})
+    assert trainer._metrics["train"]["cispo_clip_ratio"][-1] > 0  # some tokens are clipped
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    grads = []
+    for loss in (got, want):
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-7)

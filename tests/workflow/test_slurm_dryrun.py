@@ -16,8 +16,8 @@ pytestmark = pytest.mark.slow
 
 # recipe -> (rl jobs, GPUs per rl job, launcher prefix of the rl shell command)
 RECIPES = {
-    "delta_qwen3_8b": (2, 8, "accelerate launch --num_processes 8"),
-    "delta_qwen3_14b": (2, 8, "accelerate launch --num_processes 8"),
+    "delta_qwen3_8b": (2, 8, "-m accelerate.commands.launch --multi_gpu --num_processes 8"),
+    "delta_qwen3_14b": (2, 8, "-m accelerate.commands.launch --multi_gpu --num_processes 8"),
     "cf_qwen25_3b_gsm8k": (2, 1, sys.executable),
     "cf_qwen3_1p7b_gsm8k": (2, 1, sys.executable),
 }

@@ -81,9 +81,8 @@ def root(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def undisturbed(root):
-    run_dag(root / "a")
-    return root / "a"
+def undisturbed(ci_local_run):
+    return ci_local_run  # conftest.py: one local run per session, also compared with the SLURM run
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from training import losses
+from training.registry import register
 
 if TYPE_CHECKING:  # pragma: no cover
     from training.credit.batch import CreditBatch
@@ -69,6 +70,7 @@ def otb_advantages_from(
     return (returns - baseline) * mask
 
 
+@register("token_advantage", reads={"sum_pi_sq"}, backends=("native",), cite="OTB arXiv 2602.07078, verl")
 def otb(batch: "CreditBatch", *, handle_zero_tail: bool, eps: float) -> Tensor:
     """OTB token advantages [B, R] of a rollout batch (needs ``rewards`` and ``stats['sum_pi_sq']``)."""
     if batch.rewards is None or "sum_pi_sq" not in batch.stats:
@@ -183,6 +185,7 @@ def ktae_key_token_scores(
     return out
 
 
+@register("token_advantage", backends=("native",), cite="KTAE (xiaolizh1/KTAE)")
 def ktae(batch: "CreditBatch", *, alpha: float, beta_ig: float, gamma_tf: float, top: float) -> Tensor:
     """KTAE token advantages [B, R]: A_i (group z-score, the preset's) + kt_g(y_{i,t}) on valid tokens.
 
@@ -228,6 +231,7 @@ def policy_lambda(mask: Tensor, *, lam_policy: float, lam_alpha: float) -> Tenso
     return torch.full_like(lengths, lam_policy)
 
 
+@register("token_advantage", reads={"values"}, backends=("native",), cite="GAE of a critic (VAPO arXiv 2504.05118)")
 def gae(batch: "CreditBatch", *, gamma: float, lam_policy: float, lam_alpha: float) -> Tensor:
     """The policy's GAE advantages [B, R] from the critic's values at theta_old (``stats["values"]``), whitened over
     the valid tokens (verl ``compute_gae_advantage_return``); the critic's own returns use ``lam_critic``

@@ -73,6 +73,7 @@ import torch
 from torch import Tensor
 
 from evaluation.grading import answer_start as checker_answer_start
+from training.registry import register
 
 if TYPE_CHECKING:  # pragma: no cover
     from training.credit.batch import CreditBatch
@@ -406,6 +407,7 @@ class CFSpanRecord:
     """I(s) = S(x) - S(x with s masked); > 0: the span supports the answer, < 0: distractor."""
 
 
+@register("token_weights", reads={"kv"}, cite="CF arXiv 2602.09331, aligntune code")
 def cf(batch: "CreditBatch", **knobs: Any) -> Tensor:
     """CF token weights [B, R] (arXiv 2602.09331; aligntune ``CounterfactualGRPOTrainer``).
 

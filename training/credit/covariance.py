@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from training.registry import register
+
 if TYPE_CHECKING:
     from training.credit.batch import CreditBatch
 
@@ -32,6 +34,7 @@ def token_covariance(advantages: Tensor, logp: Tensor, mask: Tensor) -> Tensor:
     return (adv - (adv * mask).sum() / n) * (logp - (logp * mask).sum() / n)
 
 
+@register("token_weights", reads={"old_logp"}, cite="Clip-Cov arXiv 2505.22617 §4, verl")
 def clip_cov(batch: "CreditBatch", *, clip_ratio: float, cov_lb: float, cov_ub: float) -> Tensor:
     """Clip-Cov token weights [B, R]: 0 on max(1, int(clip_ratio * N)) tokens drawn at random (``batch.generator``)
     among the valid tokens with ``cov_lb < cov_t < cov_ub``, 1 elsewhere on the mask (verl defaults 2e-4, 1, 5).
@@ -48,6 +51,7 @@ def clip_cov(batch: "CreditBatch", *, clip_ratio: float, cov_lb: float, cov_ub: 
     return w
 
 
+@register("token_terms", reads={"old_logp"}, backends=("native",), cite="KL-Cov arXiv 2505.22617 §4, verl")
 def kl_cov(batch: "CreditBatch", *, kl_cov_ratio: float, ppo_kl_coef: float) -> dict[str, Tensor]:
     """KL-Cov's per-token KL coefficient {"kl_beta": [B, R]}: ``ppo_kl_coef`` on the top max(1, int(kl_cov_ratio *
     N)) valid tokens by cov_t, 0 elsewhere (verl defaults 2e-4, 1.0); the preset applies it to

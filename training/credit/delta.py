@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Literal
 import torch
 from torch import Tensor
 
+from training.registry import register
+
 if TYPE_CHECKING:  # pragma: no cover
     from training.credit.batch import CreditBatch
 
@@ -198,6 +200,7 @@ def _hidden_or_raise(batch: "CreditBatch", name: str) -> Tensor:
     return batch.hidden
 
 
+@register("token_weights", reads={"old_logp", "hidden"}, cite="DelTA arXiv 2605.21467 §3, App. H")
 def delta(
     batch: "CreditBatch",
     *,
@@ -218,6 +221,7 @@ def delta(
     )
 
 
+@register("token_weights", reads={"old_logp", "hidden"}, cite="DelTA Table 2 ablation")
 def delta_within_side(
     batch: "CreditBatch",
     *,

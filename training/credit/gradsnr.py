@@ -31,11 +31,9 @@ def effective_credit(preset: Any, advantages: torch.Tensor, weights: torch.Tenso
     mask = mask.float()
     logp = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
     with torch.enable_grad():
-        per_token, _ = losses.per_token_loss(
-            logp, logp.detach(), advantages.double(), weights.double(), eps_low=preset.eps_low,
-            eps_high=preset.eps_high, dual_clip_c=preset.dual_clip_c, kl_beta=0.0,
-            weights_on_kl=preset.weights_on_kl, kl_clamp=None,  # kl_beta 0: the credit of the pg term
-            ratio_level=preset.ratio_level, mask=mask.double())
+        per_token = losses.per_token_loss(  # kl_beta 0: the credit of the pg term
+            logp, logp.detach(), advantages.double(), weights.double(),
+            **{**preset.loss_kwargs(), "kl_beta": 0.0, "kl_clamp": None}, mask=mask.double()).per_token
         loss = losses.aggregate(per_token, mask.double(), preset.aggregation, num_tokens=float(mask.sum()),
                                 num_seqs=float((mask.sum(-1) > 0).sum()), max_len=max_len)
         (grad,) = torch.autograd.grad(loss, logp)

@@ -8,13 +8,16 @@ import torch
 from torch import Tensor
 
 from training.credit.batch import CreditBatch
+from training.registry import register
 
 
+@register("token_weights", cite="GRPO / DAPO")
 def uniform(batch: CreditBatch) -> Tensor:
     """w = 1 on every response token: plain GRPO / DAPO."""
     return batch.response_mask.clone()
 
 
+@register("token_weights", reads={"entropy"}, cite="80/20 forking tokens, arXiv 2506.01939")
 def forking_tokens(batch: CreditBatch, *, top_quantile: float = 0.2) -> Tensor:
     """80/20 "forking tokens" (Wang et al. 2025, arXiv 2506.01939 §4): w = 1[H_t >= q_{1-rho}], rho = 0.2.
 
@@ -37,6 +40,7 @@ def forking_tokens(batch: CreditBatch, *, top_quantile: float = 0.2) -> Tensor:
     return ((ent >= threshold) & mask).to(batch.response_mask.dtype)  # [B, R]
 
 
+@register("token_weights", cite="control: DelTA's range, no signal")
 def random_weights(
     batch: CreditBatch, *, low: float = 0.8, high: float = 1.2, normalise: bool = True
 ) -> Tensor:

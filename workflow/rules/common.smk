@@ -1,6 +1,7 @@
 # Config validation (one line naming the key and what to do, then exit), wildcard constraints and named
 # helpers (no lambdas in rules). Nothing is written while the DAG is parsed: the resolved config is
 # content-addressed and written by onstart, after Snakemake holds its lock and never in a dry run.
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from common.config import ConfigError, config_from_dict, resolved_config_path, r
 from common.config import write_resolved_config  # noqa: E402
 from evaluation.real_eval import available_sets, check_data_files  # noqa: E402
 from evaluation.real_eval import checkpoints as real_checkpoints  # noqa: E402
-from training.plan import launch_prefix, slurm_resources  # noqa: E402
+from training.launch import launch_prefix, slurm_resources  # noqa: E402
 from training.presets import check_methods  # noqa: E402
 from training.tracking import check_available  # noqa: E402
 
@@ -45,8 +46,10 @@ def rl_config_digest(wildcards) -> str:
 # Jobs run with the interpreter that runs Snakemake (the project's venv), not whatever `python` is on PATH.
 # runtime.portable_kernels (the CI DAG) adds the CPU-independent kernels (common.config.RuntimeConfig.env).
 PY = f"{CFG.runtime.env} {sys.executable}"
-# CPU processes (scale.cpu_processes): torchrun through this interpreter, not whatever is on PATH.
+# torchrun (CPU processes, scale.cpu_processes) and accelerate (GPUs) through this interpreter, not whatever
+# is on PATH (a SLURM job's PATH is the submitting shell's, without the venv unless it was activated).
 _launch = launch_prefix(CFG).replace("torchrun", f"{sys.executable} -m torch.distributed.run", 1)
+_launch = _launch.replace("accelerate launch", f"{sys.executable} -m accelerate.commands.launch", 1)
 RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
 RL_THREADS = CFG.scale.cpu_processes  # CPU processes of one rl job (backend trl; 1 otherwise)
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
@@ -59,15 +62,59 @@ wildcard_constraints:
     benchmark="[a-z0-9_]+",
 
 
-def eval_targets() -> list[str]:
+def eval_targets(seeds: dict[str, int] | None = None) -> list[str]:
+    """Every evaluation of the runs: each method on its seeds (``seeds``: method -> 1..n, else CFG.seeds for
+    all) at every checkpoint step, and the SFT start on every seed any method has."""
+    per_method = {m: list(range(1, seeds[m] + 1)) for m in CFG.methods} if seeds else dict.fromkeys(CFG.methods, CFG.seeds)
     targets = []
     for bench in CFG.eval.benchmarks:
-        for seed in CFG.seeds:
+        for seed in sorted({s for ss in per_method.values() for s in ss}):
             targets.append(f"{OUT}/eval/sft/seed{seed}/step0/{bench}.summary.json")
-            for method in CFG.methods:
+        for method, method_seeds in per_method.items():
+            for seed in method_seeds:
                 for step in CFG.rl.checkpoint_steps:
                     targets.append(f"{OUT}/eval/{method}/seed{seed}/step{step}/{bench}.summary.json")
     return targets
+
+
+# seeds: auto (common.config.SeedsAuto): the checkpoint seed_plan (report.smk) runs after each look and says
+# which methods get the next batch of seeds (evaluation.report.plan); these input functions follow it.
+LOOKS = CFG.seeds_auto.looks if CFG.seeds_auto else ()
+
+
+def planned_seeds(look: int) -> dict[str, int]:
+    """method -> seeds to have after the plan of ``look`` (0: the first look's; needs that checkpoint's output)."""
+    if look == 0:
+        return dict.fromkeys(CFG.methods, LOOKS[0])
+    with open(checkpoints.seed_plan.get(look=look).output[0]) as f:
+        return json.load(f)["seeds"]
+
+
+def final_seeds() -> dict[str, int]:
+    """method -> seeds after the last plan that added any (every earlier look's plan is then complete)."""
+    seeds = planned_seeds(0)
+    for look in range(1, len(LOOKS)):
+        nxt = planned_seeds(look)
+        if nxt == seeds:
+            break
+        seeds = nxt
+    return seeds
+
+
+def look_evals(wildcards) -> list[str]:
+    """Input of seed_plan after look j: the evaluations of every method's seeds planned for look j."""
+    return eval_targets(planned_seeds(int(wildcards.look) - 1))
+
+
+def report_summaries(wildcards) -> list[str]:
+    return eval_targets(final_seeds()) if LOOKS else eval_targets()
+
+
+def report_metrics(wildcards) -> list[str]:
+    seeds = final_seeds() if LOOKS else dict.fromkeys(CFG.methods, len(CFG.seeds))
+    fixed = None if LOOKS else CFG.seeds
+    return [f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods
+            for s in (fixed or range(1, seeds[m] + 1))]
 
 
 def analysis_runs() -> list[tuple[str, str, int]]:

@@ -1,7 +1,30 @@
+# seeds: auto: after look j of the sequential design, which methods get the next batch of seeds (common.smk).
+checkpoint seed_plan:
+    input:
+        look_evals,
+    output:
+        f"{OUT}/seeds/look{{look}}.json",
+    params:
+        methods=",".join(CFG.methods),
+        baseline=CFG.report.baseline,
+        looks=",".join(map(str, LOOKS)),
+        margin=CFG.report.equivalence_margin,
+        spending=CFG.report.spending,
+    log:
+        f"{OUT}/logs/seed_plan/look{{look}}.log",
+    conda:
+        "../../envs/report.yaml"
+    threads: 1
+    shell:
+        "{PY} -m evaluation.report.plan --results {OUT} --out {output} --methods {params.methods} "
+        "--baseline {params.baseline} --looks {params.looks} --look {wildcards.look} "
+        "--equivalence-margin {params.margin} --spending {params.spending} > {log} 2>&1"
+
+
 rule report:
     input:
-        summaries=eval_targets(),
-        metrics=[f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods for s in CFG.seeds],
+        summaries=report_summaries,
+        metrics=report_metrics,
         fidelity=fidelity_outputs(),  # fidelity.smk; copied into tables/ and figures/ below
     output:
         main=f"{OUT}/tables/main.md",
@@ -16,6 +39,8 @@ rule report:
         audit=CFG.report.audit_max_samples,
         drops=CFG.report.max_drop_pct,
         mix="--mix-engines " if CFG.report.mix_engines else "",
+        verdicts=f"--equivalence-margin {CFG.report.equivalence_margin} --spending {CFG.report.spending}"
+        + (f" --looks {','.join(map(str, LOOKS))}" if LOOKS else ""),
     log:
         f"{OUT}/logs/report.log",
     conda:
@@ -23,7 +48,7 @@ rule report:
     threads: 1
     shell:
         "{PY} -m evaluation.report --results {OUT} --out {OUT}/tables --baseline {params.baseline} "
-        "--audit-max-samples {params.audit} --max-drop-pct {params.drops} {params.mix}"
+        "--audit-max-samples {params.audit} --max-drop-pct {params.drops} {params.mix}{params.verdicts} "
         "--plots --figures {OUT}/figures > {log} 2>&1" + fidelity_copy()
 
 
@@ -41,6 +66,7 @@ if REAL_SETS:
             audit=CFG.report.audit_max_samples,
             drops=CFG.report.max_drop_pct,
             mix="--mix-engines " if CFG.report.mix_engines else "",
+            margin=CFG.report.equivalence_margin,
         log:
             f"{OUT}/logs/real_report.log",
         conda:
@@ -49,4 +75,4 @@ if REAL_SETS:
         shell:
             "{PY} -m evaluation.report --results {OUT} --eval-dir real_eval --out {output} "
             "--baseline {params.baseline} --audit-max-samples {params.audit} --max-drop-pct {params.drops} "
-            "{params.mix}> {log} 2>&1"
+            "{params.mix}--equivalence-margin {params.margin} > {log} 2>&1"

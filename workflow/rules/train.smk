@@ -42,3 +42,17 @@ rule rl:
     shell:
         "{RL_LAUNCH} -m training.rl --config {CONFIG_FILE} --method {wildcards.method} --seed {wildcards.seed} "
         "--sft {input.sft} --train {input.train} --run-dir {params.run_dir} > {log} 2>&1"
+
+
+# Not part of `all`: before a long run, `snakemake --profile workflow/profiles/slurm --configfile CFG launch_check`
+# submits the rl job's resources and launcher with the start-up check alone (training.launch), in minutes.
+rule launch_check:
+    output:
+        f"{OUT}/launch_check.json",
+    log:
+        f"{OUT}/logs/launch_check.log",
+    threads: RL_THREADS
+    resources:
+        **slurm_resources(CFG, "launch_check"),
+    shell:
+        "{RL_LAUNCH} -m training.launch --config {CONFIG_FILE} --out {output} > {log} 2>&1"

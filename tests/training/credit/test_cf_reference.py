@@ -123,7 +123,7 @@ def loss_and_grad(w: torch.Tensor, adv: list[float], mask: torch.Tensor) -> tupl
     ref = -torch.rand(mask.shape, generator=g, dtype=torch.float64)
     logp = (old + 0.3 * torch.randn(mask.shape, generator=torch.Generator().manual_seed(1),
                                     dtype=torch.float64)).requires_grad_(True)
-    tok, _ = losses.per_token_loss(logp, old, torch.tensor(adv, dtype=torch.float64), w.double(), eps_low=0.2,
+    tok, _, _ = losses.per_token_loss(logp, old, torch.tensor(adv, dtype=torch.float64), w.double(), eps_low=0.2,
                                    eps_high=0.28, dual_clip_c=10.0, kl_beta=0.0, weights_on_kl=True,
                                    kl_clamp=None, ref_logp=ref)
     loss = losses.aggregate(tok, mask, "token_mean", num_tokens=float(mask.sum()), num_seqs=float(len(adv)))

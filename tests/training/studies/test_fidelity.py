@@ -397,7 +397,7 @@ def test_head_gradients_match_autograd_of_the_trainers_loss() -> None:
     groups = torch.arange(B) // 2
     preset = get_preset("grpo")
     logp = torch.log_softmax(h @ W.T, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-    per_token, _ = losses.per_token_loss(logp, logp.detach(), adv, w, eps_low=0.2, eps_high=0.2, dual_clip_c=None,
+    per_token, _, _ = losses.per_token_loss(logp, logp.detach(), adv, w, eps_low=0.2, eps_high=0.2, dual_clip_c=None,
                                          kl_beta=0.0, weights_on_kl=False, kl_clamp=None)
     loss = losses.aggregate(per_token, mask, preset.aggregation, num_tokens=float(mask.sum()),
                             num_seqs=float((mask.sum(-1) > 0).sum()))
