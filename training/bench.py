@@ -55,10 +55,18 @@ import yaml
 from common.config import load_config
 from common.io import read_jsonl, write_jsonl_atomic
 from evaluation.generation.hf import sample_hf
+from evaluation.grading import reward
 from training import data, model, sft
 from training.credit import rescoring
 from training.credit.cf import cf_spans
-from training.phases import forward_logp, grade_rollout, sample_prompts, sample_rollout, shape_rewards
+from training.phases import (
+    REWARD_WORKERS,
+    forward_logp,
+    grade_rollout,
+    sample_prompts,
+    sample_rollout,
+    shape_rewards,
+)
 from training.presets import PRESETS, Preset, distinct, get_preset
 from training.rl import train
 
@@ -315,15 +323,19 @@ def trl_vs_native(cfg_path: Path, root: Path, model_dir: str, train_path: str,
     DAPO step, and both sides' metrics rows per round. Same work on both sides: the same model, group
     size and completion length; the same prompts (each round both train on a file of exactly the native
     step's ``prompts_per_step`` prompts, so TRL's sampler draws the same set); no per-step diagnostic that
-    TRL does not compute (``fidelity.grad_snr`` off); TRL's step timed with its optimizer step
-    (``trl_backend``: the Trainer steps the optimizer outside ``training_step``). The sampled tokens still
-    differ (each side's own RNG): :func:`trl_lines` prints the tokens each generated and trained."""
+    TRL does not compute (``fidelity.grad_snr`` off); the grader's workers started before the rounds; TRL's
+    step timed with its optimizer step (``trl_backend``: the Trainer steps the optimizer outside
+    ``training_step``). The sampled tokens still differ (each side's own RNG): :func:`trl_lines` prints the
+    tokens each generated and trained."""
     from training.trl_backend import train_trl
 
     ratios, rows = [], {"native": [], "trl": []}
     problems = read_jsonl(train_path)
+    overrides = {"rl": {"steps": 1}, "fidelity": {"grad_snr": False}}
+    warm = problems[:8]  # start the grader's workers untimed: else the first step to grade pays it (~1 min at load 25)
+    reward([f"\\boxed{{{p['answer']}}}" for p in warm], [p["answer"] for p in warm],
+           timeout_s=load_config(cfg_path, overrides).eval.grader_timeout_s, workers=REWARD_WORKERS)
     for k in range(rounds):
-        overrides = {"rl": {"steps": 1}, "fidelity": {"grad_snr": False}}
         native_cfg = load_config(cfg_path, overrides)
         trl_cfg = load_config(cfg_path, {**overrides, "backend": "trl"})
         prompts = root / f"trl-prompts-{k}.jsonl"
