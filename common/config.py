@@ -241,7 +241,7 @@ class TrainDataConfig:
     template: str
     limit: int | None
     max_solution_steps: int | None
-    tasks: tuple[Mapping[str, Any], ...] | None  # dataset reasoning_gym: the task mixture (evaluation.rg_tasks)
+    tasks: tuple[Mapping[str, Any], ...] | None  # dataset reasoning_gym: the task mixture
     size: int
     seed: int
 

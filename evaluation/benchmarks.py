@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from common.io import sha256_file  # noqa: F401  (re-exported for code.score, gguf_convert)
 from evaluation.grading.extract import last_boxed
-from evaluation.rg_tasks import RG_SETS, RG_VERSION
+from evaluation.sets.reasoning_gym import RG_SETS, RG_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,6 @@ MATH_TEMPLATES = ("base_boxed", "base_fewshot", "chat_boxed")
 MCQ_TEMPLATES = ("base_mcq", "chat_mcq")
 CODE_TEMPLATES = ("base_code", "chat_code")
 RG_TEMPLATES = ("chat_answer", "chat_boxed", "base_boxed")
-RG_SHA256 = MappingProxyType({
-    "rg_chain_sum_2x1": "f17dc7cd338c584ec4076d469dc985e48f4ce2bb34232f72276d833e19b10b87",
-    "rg_chain_sum_3x1": "fbb3d2fb152b277bb018c9a2ac2b09a0ee0ba2ad0cda125d8b1df535801cc5cf",
-    "rg_basic_arithmetic_2x1": "69d3f7e37be8e7cb866ee074799d3f2f7b87e04d379991edaf8918c1fc6e7029",
-    "rg_spell_backward_3to4": "f668c9de4fca705421bf384eee5e47be8700353d8739c7ce7a100e02f2ebc11c",
-})
-"""sha256 of the materialised reasoning-gym held-out sets (``python -m evaluation.rg_tasks write``)."""
 
 
 class BenchmarkError(RuntimeError):
@@ -238,7 +231,7 @@ BENCHMARKS: Mapping[str, Benchmark] = MappingProxyType(dict([
        license="Apache-2.0 (reasoning-gym)", upstream=f"PyPI reasoning-gym=={RG_VERSION}, drawn by the workflow "
        "(train_data.tasks; sha256 in its manifest)", answer_field="answer", grader_rule="reasoning_gym",
        templates=RG_TEMPLATES, fmt="reasoning_gym", split="train", generated=True),
-    *(_b(name=s.name, kind="math", path=s.path, sha256=RG_SHA256[s.name], count=s.count,
+    *(_b(name=s.name, kind="math", path=s.path, sha256=s.sha256, count=s.count,
          license="Apache-2.0 (reasoning-gym)",
          upstream=f"PyPI reasoning-gym=={RG_VERSION} {[(t, dict(k)) for t, _, k in s.tasks]} seed {s.seed}",
          answer_field="answer (number: answer checker; text: the task's verifier, binary)",
@@ -451,7 +444,7 @@ _PARSERS: Mapping[str, Callable[..., list[Problem]]] = MappingProxyType({
     "competition": _p_competition, "math500": _p_math500, "gsm8k": _p_gsm8k, "amc": _p_amc,
     "minerva": _p_minerva, "olympiadbench": _p_olympiadbench, "arc": _p_arc, "mmlu": _p_mmlu,
     "gpqa_csv": _p_gpqa, "evalplus": _p_evalplus, "verl_parquet": _p_verl, "generic_jsonl": _p_generic,
-    "reasoning_gym": _p_generic,  # rows {id, question, answer, task, knobs, entry} (evaluation.rg_tasks)
+    "reasoning_gym": _p_generic,  # rows {id, question, answer, task, knobs, entry} (evaluation.sets.reasoning_gym)
 })
 
 

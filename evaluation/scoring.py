@@ -189,7 +189,7 @@ def score(benchmark: str, problems: list[Problem], raw: list[dict], *, k: int, t
             if bar:
                 bar.update(len(problems), samples=sum(map(len, texts)))
     elif bench.grader_rule == "reasoning_gym":  # number: the answer checker; text: the task's verifier, binary
-        from evaluation.rg_tasks import grade_rg
+        from evaluation.sets.reasoning_gym import grade_rg
 
         verdicts = [[grade_rg(t, p.answer, p.meta, timeout_s=grader_timeout_s) for t in group]
                     for p, group in zip(problems, texts)]

@@ -7,7 +7,7 @@ the module when ``train_data.dataset`` or ``train_data.source`` is set:
 
 - ``dataset``: a registered set of ``evaluation.benchmarks`` (sha256 and count verified by
   ``load_benchmark``), e.g. ``dapo_math_17k``;
-- ``dataset: reasoning_gym``: seeded draws of the ``train_data.tasks`` mixture (``evaluation.rg_tasks``),
+- ``dataset: reasoning_gym``: seeded draws of the ``train_data.tasks`` mixture (``evaluation.sets.reasoning_gym``),
   disjoint from every registered reasoning-gym held-out set; the manifest records the generator version;
 - ``source`` (when ``dataset`` is null): an HF hub dataset, resolved at run time with
   ``datasets.load_dataset(source, subset, split=split)``; ``question_field`` / ``answer_field`` name its
@@ -71,11 +71,11 @@ def load_problems(td: TrainDataConfig, *, data_dir: str | None = None) -> tuple[
 
 
 def reasoning_gym_problems(td: TrainDataConfig) -> tuple[list[Any], dict[str, Any]]:
-    """``train_data.size`` draws of the ``train_data.tasks`` mixture (``evaluation.rg_tasks``), none of them a
+    """``train_data.size`` draws of the ``train_data.tasks`` mixture (``evaluation.sets.reasoning_gym``), none of them a
     question of a registered held-out set. The RL reward is the answer checker, so every gold must be a
     number; text tasks are graded by their verifier in evaluation only."""
     from evaluation.benchmarks import Problem
-    from evaluation.rg_tasks import RG_SETS, RG_VERSION, is_number, training_rows
+    from evaluation.sets.reasoning_gym import RG_SETS, RG_VERSION, is_number, training_rows
 
     rows = training_rows(td.tasks, td.size, td.seed)
     if text := sorted({r["task"] for r in rows if not is_number(r["answer"])}):

@@ -183,13 +183,16 @@ def benchmark_kind(name: str) -> str:
 
 
 def benchmark_rule(name: str) -> str | None:
-    """The answer checker's dataset rule of a benchmark (None for unregistered names)."""
+    """The answer checker's dataset rule of a benchmark (None for unregistered names, and for reasoning-gym
+    sets: their number answers are graded by the checker's default rule, ``evaluation.sets.reasoning_gym``)."""
     from evaluation.benchmarks import get_benchmark
+    from evaluation.grading import DATASETS
 
     try:
-        return get_benchmark(name).grader_rule
+        rule = get_benchmark(name).grader_rule
     except KeyError:
         return None
+    return rule if rule in DATASETS else None
 
 
 def main_benchmarks(benches: Sequence[str]) -> list[str]:

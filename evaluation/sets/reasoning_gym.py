@@ -8,7 +8,7 @@ training, registered held-out draws for evaluation, and binary grading.
   generated from ``Random(dataset_seed + index)``): same mixture, size and seed, same rows.
 * **Held-out sets** (:data:`RG_SETS`) are draws without repeats, materialised once as JSONL in
   ``data/benchmarks/reasoning_gym/`` and registered in ``evaluation.benchmarks`` with their sha256 like every
-  set (``python -m evaluation.rg_tasks write`` regenerates them; the tests check the bytes do not change).
+  set (``python -m evaluation.sets.reasoning_gym write`` regenerates them; the tests check the bytes do not change).
 * **Disjoint.** Training draws (``train_data.dataset: reasoning_gym``) skip every question of every
   registered held-out set (:func:`heldout_questions`), so no test question is ever trained on, whatever the
   difficulty: the questions are the generator's full text, so equal text = the same problem.
@@ -19,8 +19,8 @@ training, registered held-out draws for evaluation, and binary grading.
   ``spell_backward`` per matching prefix letter), so a reward built on their raw score has variance without a
   single right answer.
 
-    python -m evaluation.rg_tasks write [--data-dir data/benchmarks]     # materialise RG_SETS, print sha256
-    python -m evaluation.rg_tasks agree SAMPLES.jsonl [...]              # checker vs verifier on real outputs
+    python -m evaluation.sets.reasoning_gym write [--data-dir data/benchmarks]     # materialise RG_SETS, print sha256
+    python -m evaluation.sets.reasoning_gym agree SAMPLES.jsonl [...]              # checker vs verifier on real outputs
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class RgSet:
     tasks: tuple[tuple[str, float, Mapping[str, Any]], ...]
     seed: int
     count: int
+    sha256: str
+    """of the materialised JSONL (``python -m evaluation.sets.reasoning_gym write`` prints it)."""
     description: str
 
     @property
@@ -60,21 +62,25 @@ class RgSet:
         return f"{RG_DIR}/{self.name}.jsonl"
 
 
-def _set(name: str, tasks: list[tuple[str, float, dict]], seed: int, count: int, description: str) -> tuple:
-    return name, RgSet(name, tuple((t, w, MappingProxyType(k)) for t, w, k in tasks), seed, count, description)
+def _set(name: str, tasks: list[tuple[str, float, dict]], seed: int, count: int, sha256: str, description: str):
+    return name, RgSet(name, tuple((t, w, MappingProxyType(k)) for t, w, k in tasks), seed, count, sha256, description)
 
 
 CHAIN_2x1 = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 CHAIN_3x1 = {"min_terms": 3, "max_terms": 3, "min_digits": 1, "max_digits": 1}
 RG_SETS: Mapping[str, RgSet] = MappingProxyType(dict([
     _set("rg_chain_sum_2x1", [("chain_sum", 1.0, CHAIN_2x1)], 10_000, 64,
+         "f17dc7cd338c584ec4076d469dc985e48f4ce2bb34232f72276d833e19b10b87",
          "chain_sum, 2 terms of 1 digit (64 of the 200 distinct problems; real_cpu's training level)"),
     _set("rg_chain_sum_3x1", [("chain_sum", 1.0, CHAIN_3x1)], 10_000, 64,
+         "fbb3d2fb152b277bb018c9a2ac2b09a0ee0ba2ad0cda125d8b1df535801cc5cf",
          "chain_sum, 3 terms of 1 digit (one level harder)"),
     _set("rg_basic_arithmetic_2x1", [("basic_arithmetic", 1.0, {"min_terms": 2, "max_terms": 2, "min_digits": 1,
                                                                 "max_digits": 1})], 10_000, 64,
+         "69d3f7e37be8e7cb866ee074799d3f2f7b87e04d379991edaf8918c1fc6e7029",
          "basic_arithmetic, 2 terms of 1 digit, + - * /"),
     _set("rg_spell_backward_3to4", [("spell_backward", 1.0, {"min_word_len": 3, "max_word_len": 4})], 10_000, 64,
+         "f668c9de4fca705421bf384eee5e47be8700353d8739c7ce7a100e02f2ebc11c",
          "spell_backward, words of 3-4 letters (text answers: graded by the task's verifier)"),
 ]))
 
@@ -191,7 +197,7 @@ def grade_rg(text: str, gold: str, meta: Mapping[str, Any], *, timeout_s: float)
     return Verdict(ok, extracted, "correct" if ok else "wrong", time.perf_counter() - t0)
 
 
-def agreement(records: Sequence[Mapping[str, Any]], problems: Mapping[str, Any]) -> dict[str, Any]:
+def agreement(records: Sequence[Mapping[str, Any]], rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Checker vs verifier on graded samples (``samples.jsonl`` rows of an rg set): binary verdicts agree
     when the checker's correct equals the verifier's score == 1.0 on the same extracted answer; also how
     often the verifier's raw score on the whole response is partial (0 < s < 1)."""
@@ -200,20 +206,19 @@ def agreement(records: Sequence[Mapping[str, Any]], problems: Mapping[str, Any])
     n = agree = partial = check_right = verif_right = 0
     examples = []
     for r in records:
-        p = problems[r["problem_id"]]
-        meta = p.meta
-        checker = grade(r["response"], p.answer, timeout_s=5.0).correct
+        row = rows[r["problem_id"]]
+        gold = row["answer"]
+        checker = grade(r["response"], gold, timeout_s=5.0).correct
         ext = extract_answer(r["response"])
-        verif = ext is not None and verifier_score(meta["task"], meta["knobs"], ext.strip(), p.answer,
-                                                   meta["entry"]) == 1.0
-        raw = verifier_score(meta["task"], meta["knobs"], r["response"], p.answer, meta["entry"])
+        verif = ext is not None and verifier_score(row["task"], row["knobs"], ext.strip(), gold, row["entry"]) == 1.0
+        raw = verifier_score(row["task"], row["knobs"], r["response"], gold, row["entry"])
         n += 1
         agree += checker == verif
         check_right += checker
         verif_right += verif
         partial += 0.0 < raw < 1.0
         if checker != verif and len(examples) < 5:
-            examples.append({"gold": p.answer, "extracted": ext, "checker": checker, "verifier": verif,
+            examples.append({"gold": gold, "extracted": ext, "checker": checker, "verifier": verif,
                              "response": r["response"][:200]})
     return {"n": n, "agree": agree, "checker_right": check_right, "verifier_right": verif_right,
             "raw_verifier_partial": partial, "disagreements": examples}
@@ -231,11 +236,13 @@ def write_sets(data_dir: str | Path) -> dict[str, str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl_atomic(path, heldout_rows(name))
         out[name] = sha256_file(path)
+    sums = "".join(f"{sha}  {Path(RG_SETS[n].path).name}\n" for n, sha in out.items())  # sha256sum -c format
+    (Path(data_dir) / RG_DIR / "SHA256SUMS").write_text(sums)
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evaluation.rg_tasks", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m evaluation.sets.reasoning_gym", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write", help="materialise the registered held-out sets")
     w.add_argument("--data-dir", default="data/benchmarks")
@@ -247,14 +254,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, sha in write_sets(args.data_dir).items():
             print(f"{name} {RG_SETS[name].count} {sha}")
         return 0
-    from common.io import read_jsonl
-    from evaluation.benchmarks import load_benchmark
+    from common.io import read_jsonl, sha256_file
 
     for path in args.samples:
         records = read_jsonl(path)
-        bench = records[0]["benchmark"] if "benchmark" in records[0] else Path(path).name.split(".")[0]
-        problems = {p.id: p for p in load_benchmark(bench, data_dir=args.data_dir)}
-        print(json.dumps({"file": path, "set": bench, **agreement(records, problems)}))
+        s = RG_SETS[records[0]["benchmark"]]
+        file = Path(args.data_dir) / s.path
+        if sha256_file(file) != s.sha256:
+            raise RgError(f"{file}: sha256 differs from the registry's {s.sha256}; rewrite it with `write`")
+        rows = {r["id"]: r for r in read_jsonl(file)}
+        print(json.dumps({"file": path, "set": s.name, **agreement(records, rows)}))
     return 0
 
 

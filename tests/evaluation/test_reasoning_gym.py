@@ -1,4 +1,4 @@
-"""reasoning-gym as a data family (evaluation.rg_tasks), through its entry points: the registered held-out files
+"""reasoning-gym as a data family (evaluation.sets.reasoning_gym), through its entry points: the registered files
 are what the pinned generator writes; training draws (python -m training.prepare_data) never hold a held-out
 question and repeat byte for byte; grading is binary (the verifiers' partial credit never counts as right);
 ``creditbench eval --sets <rg set>`` grades a registered set; a bad mixture is one line before any work."""
@@ -16,8 +16,8 @@ import yaml
 pytest.importorskip("reasoning_gym")
 
 from common.io import read_jsonl, sha256_file  # noqa: E402
-from evaluation.benchmarks import BENCHMARKS, RG_SHA256, load_benchmark  # noqa: E402
-from evaluation.rg_tasks import RG_SETS, grade_rg, verifier_score  # noqa: E402
+from evaluation.benchmarks import BENCHMARKS, load_benchmark  # noqa: E402
+from evaluation.sets.reasoning_gym import RG_SETS, grade_rg, verifier_score  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
@@ -28,11 +28,11 @@ def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 
 
 def test_registered_files_are_what_the_pinned_generator_writes(tmp_path):
-    proc = run("-m", "evaluation.rg_tasks", "write", "--data-dir", str(tmp_path))
+    proc = run("-m", "evaluation.sets.reasoning_gym", "write", "--data-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     for name, s in RG_SETS.items():
         regenerated = tmp_path / s.path
-        assert sha256_file(regenerated) == RG_SHA256[name] == BENCHMARKS[name].sha256
+        assert sha256_file(regenerated) == s.sha256 == BENCHMARKS[name].sha256
         assert regenerated.read_bytes() == (REPO / "data" / "benchmarks" / s.path).read_bytes()
         problems = load_benchmark(name)  # sha256 and count verified
         assert len({p.question for p in problems}) == s.count  # no repeats inside a held-out set
