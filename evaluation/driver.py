@@ -253,7 +253,12 @@ def fit_context(prompts: list[str], tokenizer: Any, context: int | None,
         return prompts, [max_new_tokens] * len(prompts), 0
     out, budgets, cut = [], [], 0
     for prompt in prompts:
-        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        try:
+            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        except Exception:  # noqa: BLE001 (a corrupted item: generate_guarded records its generation error)
+            out.append(prompt)
+            budgets.append(max_new_tokens)
+            continue
         if len(ids) >= context:
             keep = context - min(max_new_tokens, max(1, context // 4))
             prompt, ids, cut = tokenizer.decode(ids[-keep:]), ids[-keep:], cut + 1
@@ -319,7 +324,7 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
                           context: int | None) -> tuple[list[dict], dict[str, Any]]:
     """:func:`generate_set` problem by problem, each seeded by :func:`problem_seed` and capped at the
     context, through the per-sample cache when there is one: only problems without a valid entry are
-    generated (batches of ``batch_size // k`` problems with the same budget), each cached once done."""
+    generated (vLLM: batches of ``batch_size // k`` problems with the same budget), each cached once done."""
     from dataclasses import replace
 
     from common.progress import Progress, note
@@ -337,7 +342,9 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
         note(f"{name}: {len(problems) - len(todo)} of {len(problems)} problems from the cache, {len(todo)} to "
              "generate")
         path.parent.mkdir(parents=True, exist_ok=True)
-    per_batch = max(1, sampling.batch_size // sampling.k)
+    # vLLM seeds each request apart and batches them; HF generates a seeded prompt alone anyway, so one
+    # problem a call costs nothing and moves the progress line problem by problem
+    per_batch = max(1, sampling.batch_size // sampling.k) if getattr(engine, "batches_seeded_prompts", False) else 1
     batches: list[list[int]] = []
     for i in todo:
         if batches and len(batches[-1]) < per_batch and budgets[batches[-1][0]] == budgets[i]:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluation.benchmarks import BENCHMARKS, LETTERS, BenchmarkError, Problem, load_benchmark
+from evaluation.benchmarks import BENCHMARKS, LETTERS, BenchmarkError, Problem, load_benchmark, stratified_subset
 
 log = logging.getLogger(__name__)
 
@@ -163,10 +163,13 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
             data_dir: str | os.PathLike[str] | None = None, gpqa_dir: str | os.PathLike[str] | None = None,
             device: str = "cpu", batch_size: int = 1, seed: int = 0, num_fewshot: int = 0,
             dtype: str = "float32", problems: Mapping[str, Sequence[Problem]] | None = None,
-            model: Any = None, tokenizer: Any = None, protocol: str = "cloze") -> dict[str, OODResult]:
+            model: Any = None, tokenizer: Any = None, protocol: str = "cloze",
+            subset_seed: int = 0) -> dict[str, OODResult]:
     """Evaluate a local HF model folder on the multiple-choice sets with ``lm_eval.simple_evaluate``.
 
-    ``limit`` keeps the first N items of each set; ``problems`` (set -> verified items) replaces loading;
+    ``limit`` draws N items of each set with ``subset_seed`` by the one subset rule of every evaluation path
+    (``evaluation.driver.select``: stratified by subject where the set has them, kept in file order);
+    ``problems`` (set -> verified items) replaces loading;
     ``model`` / ``tokenizer``: an already loaded transformers model (then ``model_dir`` is not read).
     """
     try:
@@ -187,7 +190,8 @@ def run_ood(model_dir: str | os.PathLike[str], *, tasks: Sequence[str] = OOD_SET
                 if problems and name in problems:
                     items = list(problems[name])
                 else:
-                    items = load_benchmark(name, data_dir=data_dir, gpqa_dir=gpqa_dir)[:limit]
+                    items = stratified_subset(load_benchmark(name, data_dir=data_dir, gpqa_dir=gpqa_dir), limit,
+                                              subset_seed)
                 sizes[name] = write_task_file(name, f, problems=items)
             except BenchmarkError as exc:
                 if not BENCHMARKS[name].external:
@@ -281,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m evaluation.mcq", description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
     ap.add_argument("--tasks", nargs="*", default=list(OOD_SETS))
-    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--limit", type=int, default=None, help="N items per set, drawn by the driver's subset rule")
+    ap.add_argument("--subset-seed", type=int, default=0, help="seed of the --limit draw (as eval.subset_seed)")
     ap.add_argument("--gpqa-dir", default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-size", type=int, default=1)
@@ -290,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     res = run_ood(a.model_dir, tasks=a.tasks, limit=a.limit, gpqa_dir=a.gpqa_dir, device=a.device,
-                  batch_size=a.batch_size, protocol=a.protocol)
+                  batch_size=a.batch_size, protocol=a.protocol, subset_seed=a.subset_seed)
     for r in res.values():
         print(f"{r.name} skipped: {r.skipped}" if r.skipped else f"{r.name} n={r.n} acc={r.acc:.4f}")
     if a.out:

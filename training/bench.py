@@ -31,6 +31,7 @@ window, approximate) prints the same lines against exact CF's floor, and ``--cf-
     python -m training.bench --max-new-tokens 256 --force-length   # padding after the answer up to 256 tokens
     python -m training.bench --group-sizes 4,8,16               # group-size sweep
     python -m training.bench --trl                              # + step_ratio_trl_vs_native (TRL GRPOTrainer, dapo)
+    python -m training.bench --steps 0 --trl --trl-rounds 4 --model <SmolLM2 dir>   # only the TRL comparison
     python -m training.bench --model results/default/models/sft --device cuda --hidden 512 --layers 8
 
 Without ``--model`` the model is built and warm-started by a short SFT (``--sft-steps``) on the synthetic
@@ -54,10 +55,18 @@ import yaml
 from common.config import load_config
 from common.io import read_jsonl, write_jsonl_atomic
 from evaluation.generation.hf import sample_hf
+from evaluation.grading import reward
 from training import data, model, sft
 from training.credit import rescoring
 from training.credit.cf import cf_spans
-from training.phases import forward_logp, grade_rollout, sample_prompts, sample_rollout, shape_rewards
+from training.phases import (
+    REWARD_WORKERS,
+    forward_logp,
+    grade_rollout,
+    sample_prompts,
+    sample_rollout,
+    shape_rewards,
+)
 from training.presets import PRESETS, Preset, distinct, get_preset
 from training.rl import train
 
@@ -314,15 +323,19 @@ def trl_vs_native(cfg_path: Path, root: Path, model_dir: str, train_path: str,
     DAPO step, and both sides' metrics rows per round. Same work on both sides: the same model, group
     size and completion length; the same prompts (each round both train on a file of exactly the native
     step's ``prompts_per_step`` prompts, so TRL's sampler draws the same set); no per-step diagnostic that
-    TRL does not compute (``fidelity.grad_snr`` off); TRL's step timed with its optimizer step
-    (``trl_backend``: the Trainer steps the optimizer outside ``training_step``). The sampled tokens still
-    differ (each side's own RNG): :func:`trl_lines` prints the tokens each generated and trained."""
+    TRL does not compute (``fidelity.grad_snr`` off); the grader's workers started before the rounds; TRL's
+    step timed with its optimizer step (``trl_backend``: the Trainer steps the optimizer outside
+    ``training_step``). The sampled tokens still differ (each side's own RNG): :func:`trl_lines` prints the
+    tokens each generated and trained."""
     from training.trl_backend import train_trl
 
     ratios, rows = [], {"native": [], "trl": []}
     problems = read_jsonl(train_path)
+    overrides = {"rl": {"steps": 1}, "fidelity": {"grad_snr": False}}
+    warm = problems[:8]  # start the grader's workers untimed: else the first step to grade pays it (~1 min at load 25)
+    reward([f"\\boxed{{{p['answer']}}}" for p in warm], [p["answer"] for p in warm],
+           timeout_s=load_config(cfg_path, overrides).eval.grader_timeout_s, workers=REWARD_WORKERS)
     for k in range(rounds):
-        overrides = {"rl": {"steps": 1}, "fidelity": {"grad_snr": False}}
         native_cfg = load_config(cfg_path, overrides)
         trl_cfg = load_config(cfg_path, {**overrides, "backend": "trl"})
         prompts = root / f"trl-prompts-{k}.jsonl"
@@ -356,7 +369,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", default=",".join(["dapo", CONTROL, *distinct()]),
                         help="comma-separated presets (default: every method once, presets.distinct)")
-    parser.add_argument("--steps", type=int, default=6, help="rounds (one step of every preset each)")
+    parser.add_argument("--steps", type=int, default=6, help="rounds (one step of every preset each; 0: none)")
+    parser.add_argument("--trl-rounds", type=int, help="--trl's rounds (one step of each backend; default: "
+                                                       "max(2, steps // 2))")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--prompts", type=int, default=8)
@@ -410,11 +425,12 @@ def main(argv: list[str] | None = None) -> None:
                               "--out", model_dir, "--metrics", str(root / "sft.jsonl")])
                 if args.reasoning_tokens > 0:
                     sampler = reasoning_sampler(read_jsonl(train_path), args.reasoning_tokens)
-            times = run_rounds(names, cfg_path, root, model_dir, str(train_path), args.steps, sampler, f"g{group}")
-            suffix = (f" group {group} max_new_tokens {args.max_new_tokens}"
-                      f"{' force_length' if args.force_length else ''}"
-                      f"{f' reasoning_tokens {args.reasoning_tokens}' if args.reasoning_tokens else ''}")
-            report(names, times, suffix if len(groups) > 1 or args.force_length or args.reasoning_tokens else "")
+            if args.steps > 0:  # --steps 0: no preset rounds (only --trl's or --cf-windows' lines)
+                times = run_rounds(names, cfg_path, root, model_dir, str(train_path), args.steps, sampler, f"g{group}")
+                suffix = (f" group {group} max_new_tokens {args.max_new_tokens}"
+                          f"{' force_length' if args.force_length else ''}"
+                          f"{f' reasoning_tokens {args.reasoning_tokens}' if args.reasoning_tokens else ''}")
+                report(names, times, suffix if len(groups) > 1 or args.force_length or args.reasoning_tokens else "")
             if args.cf_windows and gi == 0:
                 print("\n".join(window_fidelity_round0(cfg_path, model_dir, str(train_path), sampler,
                                                         [int(w) for w in args.cf_windows.split(",") if w])))
@@ -422,7 +438,8 @@ def main(argv: list[str] | None = None) -> None:
                 print("step_ratio_trl_vs_native skipped: TRL samples with its own generate "
                       "(no --force-length / --reasoning-tokens)")
             elif args.trl and gi == 0:
-                ratios, rows = trl_vs_native(cfg_path, root, model_dir, str(train_path), max(2, args.steps // 2))
+                ratios, rows = trl_vs_native(cfg_path, root, model_dir, str(train_path),
+                                             args.trl_rounds or max(2, args.steps // 2))
                 print(ratio_line("step_ratio_trl_vs_native", ratios))
                 print("\n".join(trl_lines(rows)))
 

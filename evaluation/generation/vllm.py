@@ -50,6 +50,9 @@ def to_completions(outputs: Sequence[Any], latency_s: float) -> list[list[Comple
 class VLLMBackend:
     """Offline batched sampling with ``vllm.LLM`` on a local HF model folder."""
 
+    batches_seeded_prompts = True
+    """Prompts with their own seeds may share a call (per-request generators): ``evaluation.driver`` batches them."""
+
     def __init__(self, model_dir: str, *, seed: int, tensor_parallel_size: int = 1, dtype: str = "auto",
                  gpu_memory_utilization: float = 0.85, batch_size: int | None = None) -> None:
         vllm = _import_vllm()

@@ -27,10 +27,11 @@ _TURN_RE = re.compile(
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
 _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
-        r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])(?:\s?\\?%)?"  # decimal comma 3,75 0,35625 (1,250: thousands)
+        r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])"  # decimal comma 3,75 0,35625 (1,250: thousands)
+        r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
         r"|(?:\d{1,3}(?:(?:,|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
         r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
-_NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w])")
+_NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
@@ -38,18 +39,26 @@ _CLOSING_VERB_RE = re.compile(
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
 # "..., so Robert went down the slide 84 times.": the clause after the last "so" holds one value, then words
+# (a number after "in"/"over"/"after"/... qualifies it: "So over 8 weeks it collects 10 000 eggs.")
 _CLOSING_SO_RE = re.compile(
-    rf"(?i)(?:^|,|;)\s*(?:so|therefore|thus|hence)\b,?\s+(?:[a-zA-Z'\-]+\s+){{0,10}}?(?<![\w.])({_NUM})"
+    rf"(?i)(?:^|,|;)\s*(?:so|therefore|thus|hence)\b,?\s+"
+    rf"(?:(?:in|over|after|for|within|during|every|each|at)\s+\d+(?:[.,]\d+)?\s+|[a-zA-Z'\-]+,?\s+){{0,12}}?"
+    rf"(?<![\w.])({_NUM})"
     r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
 )
 # an unboxed closing value in bare LaTeX, no dollars ("Hence the angle is \frac{\pi}{6}."): atoms are commands,
 # brace groups (nested to depth 3), numbers and operators, so the run stops at the first English word
 _BAL = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"
-_TEX_ATOM = rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|[\^_+\-*/()|!']|\\[,;!])"
+_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
+             r"|[\^_+\-*/()|!']|\\[,;!])")
+_TEX_EXPR = rf"[-+]?{_TEX_ATOM}(?:\s*{_TEX_ATOM})*"
 _CLOSING_TEX_RE = re.compile(
-    rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bto)\s+(?:about\s+|approximately\s+)?"
-    rf"([-+]?{_TEX_ATOM}(?:\s*{_TEX_ATOM})*)(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,8}}\s*[.!]?\s*$"
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bto)\s+"
+    rf"(?:(?:therefore|thus|hence|then|so|now|exactly|about|approximately|equal\s+to)\s+)*"
+    rf"({_TEX_EXPR})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,8}}\s*[.!]?\s*$"
 )
+_TEX_TAIL_RE = re.compile(rf"(?:^|\s)({_TEX_EXPR})\s*[.!]?\s*$")  # any language: "La réponse est donc \frac{5}{6}."
+_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]")  # LaTeX, not a number (3 x 10^8) or word
 # "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
 # signs are money, not math delimiters
 _DOLLAR_RE = re.compile(r"(?<!\\)\$")
@@ -136,8 +145,8 @@ def _chain_value(expr: str) -> str:
         parts = parts[1:]  # m+n = 256+37 = 293: a named quantity, then its computation
     elif letters[0]:
         return expr
-    if (len(parts) < 2 or re.search(r"[<>!]|,(?!\d{3})|\\[a-z]*(?:eq|le|ge|approx)", expr) or not parts[-1].strip()
-            or not re.search(r"[+\-*/×÷]|\^\{?\d|\\(?:times|cdot|div|frac)", parts[0])):
+    if (len(parts) < 2 or re.search(r"[<>]|!=|,(?!\d{3})|\\[a-z]*(?:eq|le|ge|approx)", expr) or not parts[-1].strip()
+            or not re.search(r"[+\-*/×÷]|\^\{?\d|\d!|\\(?:times|cdot|div|[dt]?frac|[dt]?binom|sqrt)", parts[0])):
         return expr
     return parts[-1].strip()
 
@@ -233,13 +242,19 @@ def _closing_statement(text: str) -> str | None:
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
         return choice.group(1)  # "The correct option is (D)."
+    verb = _CLOSING_VERB_RE.search(sentence)
+    if verb:  # "is 6.5 \times 10^{-7} m.": a number after the verb, before any LaTeX reading
+        return verb.group(1).strip()
     tex = _CLOSING_TEX_RE.search(sentence)
-    if tex and re.search(r"\\[a-zA-Z]", tex.group(1)):
+    if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)):
+        return tex.group(1).strip()
+    tex = _TEX_TAIL_RE.search(sentence)  # no stating verb: the one expression of a sentence without numbers
+    if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) and not _NUM_RE.search(sentence[: tex.start(1)]):
         return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
     if len(nums) == 1:
         return nums[0].strip()
-    m = _CLOSING_VERB_RE.search(sentence) or _CLOSING_SO_RE.search(sentence)
+    m = _CLOSING_SO_RE.search(sentence)
     return m.group(1).strip() if m else None
 
 

@@ -41,11 +41,12 @@ _TENS = {
     w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
 }
 _FUNCS = ("sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "log", "ln", "exp")
+_DOUBLE_PAREN_RE = re.compile(r"\(\s*\(([^()]*)\)\s*\)")
 _ONE_CHAR_GROUP_RE = re.compile(r"(?<!\\)\{(\w)\}")
 _PLAIN_RE = re.compile(r"[+-]?(?:\d+|(?!0)\d{1,3}(?:,\d{3})+)(?:\.\d+)?")  # 0,125 is not a thousands group
 _THOUSANDS_RE = re.compile(r"^[+-]?(?!0)\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SCI_TEX_RE = re.compile(
-    r"^([+-]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"
+    r"^([+-]?\d+(?:[.,]\d+)?)\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?$"  # 1,2: decimal comma
 )
 _VAR = r"[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?"
 _NAME = r"[A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,4}\}?)?"  # S, AB, S_{ABC}
@@ -271,7 +272,7 @@ def normalize_answer(raw: str) -> Norm:
             s = f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
         m = _SCI_TEX_RE.match(s)
         if m:
-            s = f"{m.group(1)}e{m.group(2)}"
+            s = f"{m.group(1).replace(',', '.')}e{m.group(2)}"
     s = s.strip()
     return Norm(text=s, pct=pct, deg=deg, is_text=is_text)
 
@@ -305,13 +306,18 @@ def _repeating(s: str) -> str:
 
 
 def _strip_braces(s: str) -> str:
-    """Redundant outer braces and trailing LaTeX line breaks: ``{{5}}`` -> ``5``, ``5 \\\\`` -> ``5``."""
+    """Redundant outer braces, doubled parentheses and trailing LaTeX line breaks: ``{{5}}`` -> ``5``,
+    ``5 \\\\`` -> ``5``."""
     s = s.rstrip()
     while s.endswith("\\\\"):
         s = s[:-2].rstrip()
     while len(s) >= 2 and s[0] == "{" and s[-1] == "}" and match_brace(s, 0) == len(s) - 1:
         s = s[1:-1].strip()
-    return s
+    while True:  # doubled parentheses are one: ((x+1)) -> (x+1); 40 of them cost the LaTeX parser seconds
+        t = _DOUBLE_PAREN_RE.sub(r"(\1)", s)
+        if t == s:
+            return s
+        s = t
 
 
 def drop_lhs(s: str) -> str:

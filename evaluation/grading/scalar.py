@@ -162,12 +162,7 @@ def scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bo
         if ds.is_Rational:
             return False
         return bool(dn)
-    try:
-        if sympy.expand(d) == 0:
-            return True
-    except Exception:
-        pass
-    rng = random.Random(1234)
+    rng = random.Random(1234)  # random points first: a nonzero value decides "wrong" before any expand
     syms = sorted(d.free_symbols, key=lambda x: x.name)
     hits = 0
     for _ in range(3):
@@ -181,6 +176,11 @@ def scalar_equal(p: str, g: str, deg_p: bool = False, deg_g: bool = False) -> bo
         hits += z is True
     if hits == 3:
         return True
+    try:
+        if sympy.expand(d) == 0:
+            return True
+    except Exception:
+        pass
     try:
         return sympy.simplify(d) == 0
     except Exception:

@@ -22,7 +22,7 @@ from scipy.stats import trim_mean
 from evaluation.report.load import AVG, ReportOptions, Results, main_benchmarks, order_benchmarks, sort_methods
 from evaluation.report.render import Column, Table
 from evaluation.report.stats import final_records
-from evaluation.report.tables import method_label
+from evaluation.report.tables import DROP_COLUMNS, as_counts, drop_columns, drop_fields, drop_note, method_label
 
 CHUNK = 250  # bootstrap replicates per vectorised block
 
@@ -78,6 +78,7 @@ def rliable_table(res: Results, opts: ReportOptions, footer: str) -> Table:
     """``rliable``: IQM with its interval per method, and P(method > baseline) with its interval."""
     scores = _run_scores(res, opts)
     base = scores.get(opts.baseline)
+    final, benches = final_records(res), main_benchmarks(order_benchmarks(res.benchmarks, opts.benchmarks))
     rows = []
     for method in sort_methods(set(scores)):
         x = scores[method]
@@ -89,16 +90,18 @@ def rliable_table(res: Results, opts: ReportOptions, footer: str) -> Table:
             row["poi"] = 100 * probability_of_improvement(x, base)
             lo, hi = _interval(probability_of_improvement, [x, base], opts)
             row["poi_ci_lo"], row["poi_ci_hi"] = 100 * lo, 100 * hi
+        row.update(drop_fields([r for recs in final.get(method, {}).values() for b, r in recs.items() if b in benches]))
         rows.append(row)
     columns = ["method", "label", "runs", "problems", "iqm", "iqm_ci_lo", "iqm_ci_hi", "poi", "poi_ci_lo",
-               "poi_ci_hi"]
-    data = pd.DataFrame(rows, columns=columns)
+               "poi_ci_hi", *DROP_COLUMNS]
+    data = as_counts(pd.DataFrame(rows, columns=columns))
     cols = (
         Column("Method", "label", kind="str", align="l"),
         Column("IQM (%)", "iqm", lo="iqm_ci_lo", hi="iqm_ci_hi"),
         Column(f"P(X > {method_label(opts.baseline)}) (%)", "poi", lo="poi_ci_lo", hi="poi_ci_hi"),
         Column("runs", "runs", kind="int"),
         Column("problems", "problems", kind="int"),
+        *drop_columns(),
     )
     level = f"{100 * (1 - opts.alpha):.0f}%"
     caption = (
@@ -107,5 +110,6 @@ def rliable_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         f"stratified bootstrap over runs ({opts.n_boot} resamples; problems are the strata)"
     )
     note = ("Agarwal et al. 2021 (rliable). P(X > Y) = 50 %: no improvement; its interval excluding 50 is evidence "
-            "about these runs' method, at the resolution 2-3 runs allow. With one run the intervals are empty.")
+            "about these runs' method, at the resolution 2-3 runs allow. With one run the intervals are empty. "
+            + drop_note(data, opts))
     return Table("rliable", caption, data, cols, footer, note=note)

@@ -29,7 +29,15 @@ from evaluation.report.stats import (
     seeds_random_test,
     signal_to_noise,
 )
-from evaluation.report.tables import baseline_note, method_label
+from evaluation.report.tables import (
+    DROP_COLUMNS,
+    as_counts,
+    baseline_note,
+    drop_columns,
+    drop_fields,
+    drop_note,
+    method_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +101,13 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
                 "p_ckpt_permutation": ckpt.p_permutation, "claimed_gain": claim, "claim_inside_ci": inside,
                 "p_tost": max(tost_p(method_test, opts.equivalence_margin)),
                 "signal_sd": snr[scope][0], "noise_sd": snr[scope][1], "snr": snr[scope][2],
+                **drop_fields([final[method][s][b] for s in seeds for b in names if b in final[method][s]]),
             })
     columns = [
         "method", "label", "baseline", "scope", "family", "problems", "seeds", "k", "delta", "delta_ci_lo",
         "delta_ci_hi", "df", "p", "p_holm", "ckpt_ci_lo", "ckpt_ci_hi", "p_ckpt_bootstrap", "p_ckpt_permutation",
         "p_ckpt_holm", "claimed_gain", "claim_inside_ci", "p_tost", "margin", "verdict", "look", "level",
-        "stop_reason", "signal_sd", "noise_sd", "snr",
+        "stop_reason", "signal_sd", "noise_sd", "snr", *DROP_COLUMNS,
     ]  # fmt: skip
     data = pd.DataFrame(rows, columns=[c for c in columns if c not in VERDICT_COLUMNS])
     data["p_holm"] = math.nan
@@ -110,7 +119,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         mask = data["scope"] == scope
         data.loc[mask, "p_ckpt_holm"] = holm(data.loc[mask, "p_ckpt_permutation"].tolist())
     _verdicts(data, res, opts, final, benches)
-    data = data[columns].reset_index(drop=True)
+    data = as_counts(data[columns].reset_index(drop=True))
     cols = (
         Column("Method", "label", kind="str", align="l"),
         Column("Scope", "scope", kind="str", align="l"),
@@ -130,6 +139,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         Column("SNR", "snr", digits=1),
         Column("claimed Δ", "claimed_gain", kind="signed"),
         Column("claim in CI?", "claim_inside_ci", kind="str", align="l"),
+        *drop_columns(),
     )
     level = f"{100 * (1 - opts.alpha):.0f}%"
     caption = (
@@ -141,7 +151,8 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         f"sign-flip permutation p ({opts.n_perm}), Holm over methods per scope. Verdict: "
         f"{verdict_rule(opts)}"
     )
-    note = " ".join(x for x in (note, SIGNIFICANCE_NOTE, SNR_NOTE, POWER_NOTE) if x)
+    drops = drop_note(data, opts) + " (the method's samples in the scope; its baseline's are in the main table)"
+    note = " ".join(x for x in (note, SIGNIFICANCE_NOTE, SNR_NOTE, POWER_NOTE, drops) if x)
     return Table("significance", caption, data, cols, footer, note=note)
 
 

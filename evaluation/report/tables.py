@@ -61,6 +61,8 @@ def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tupl
 
 
 DROP_SHOWN: tuple[str, ...] = ("requested", "graded", "failed", "overlong", "no_answer")
+DROP_COLUMNS: tuple[str, ...] = (*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:]))
+"""The data columns of a row's drops (:func:`drop_fields`), in table order."""
 
 
 def drop_fields(records: Sequence[EvalRecord]) -> dict[str, float]:
@@ -224,11 +226,10 @@ def accuracy_table(
     order = ["method"]
     for bench in scopes:
         order += [bench, f"{bench}_sd", f"{bench}_ci_lo", f"{bench}_ci_hi", f"{bench}_delta"]
-    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
-    for key in drops:
+    for key in DROP_COLUMNS:
         if key not in data:
             data[key] = math.nan
-    data = as_counts(data[order + ["n", "k", "seeds", *drops]].copy())
+    data = as_counts(data[order + ["n", "k", "seeds", *DROP_COLUMNS]].copy())
     data.insert(1, "label", [method_label(m) for m in data["method"]])
 
     cols = [Column("Method", "label", kind="str", align="l")]
@@ -474,8 +475,7 @@ def code_table(res: Results, opts: ReportOptions, footer: str, benches: Sequence
     order = ["method", "label"]
     for bench in benches:
         order += [f"{bench}_{c}" for c in ("base", "base_sd", "plus", "plus_sd", "plus_delta")]
-    drops = [*DROP_SHOWN, *(f"{key}_pct" for key in DROP_SHOWN[2:])]
-    data = as_counts(data[[*order, "k", "seeds", *drops]].reset_index(drop=True))
+    data = as_counts(data[[*order, "k", "seeds", *DROP_COLUMNS]].reset_index(drop=True))
     cols = [Column("Method", "label", kind="str", align="l")]
     for bench in benches:
         cols += [

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from evaluation.benchmarks import load_benchmark, resolve_gpqa_dir
+from evaluation.driver import select
 from evaluation.mcq import OOD_SETS, task_config, write_task_file
 
 
@@ -57,7 +61,7 @@ def test_lm_eval_runs_offline_on_tiny_model(tmp_path: Path) -> None:
     else:
         assert res["gpqa_diamond"].skipped
     arc = res["arc_challenge"]
-    assert [i.id for i in arc.items] == [p.id for p in load_benchmark("arc_challenge")[:5]]
+    assert [i.id for i in arc.items] == [p.id for p in select(load_benchmark("arc_challenge"), 5, 0)]
     assert sum(i.correct for i in arc.items) / 5 == arc.acc
     assert all(i.correct == (i.predicted == i.target) and len(i.logliks) == 4 for i in arc.items)
 
@@ -146,3 +150,17 @@ def test_letters_protocol_lists_the_options_and_scores_the_letters(tiny_env) -> 
     res = run_ood(tiny_env["model"], tasks=["arc_challenge"], problems=chosen, protocol="letters")["arc_challenge"]
     assert res.template == "lm_eval_mcq_letters_0shot" and res.acc_norm is None
     assert all("\nA. " in i.prompt and i.correct_norm is None for i in res.items)
+
+
+def test_cli_limit_draws_the_drivers_subset(tmp_path: Path) -> None:
+    """``python -m evaluation.mcq MODEL --limit N`` evaluates the N problems every other path evaluates (the
+    driver's stratified, seeded draw), not the first N of the file."""
+    pytest.importorskip("lm_eval")
+    model, out = _tiny_model(tmp_path / "tiny"), tmp_path / "mmlu.json"
+    cmd = [sys.executable, "-m", "evaluation.mcq", str(model), "--tasks", "mmlu_stem", "--limit", "6",
+           "--subset-seed", "3", "--out", str(out)]
+    subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], check=True, capture_output=True, timeout=600,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    got = [i["id"] for i in json.loads(out.read_text())["mmlu_stem"]["items"]]
+    problems = load_benchmark("mmlu_stem")
+    assert got == [p.id for p in select(problems, 6, 3)] != [p.id for p in problems[:6]]

@@ -106,12 +106,14 @@ def test_bench_cli_trl_ratio_with_both_sides_work(tmp_path):
     import sys
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    res = subprocess.run([sys.executable, "-m", "training.bench", "--presets", "dapo", "--trl", "--steps", "2",
-                          "--sft-steps", "10", "--prompts", "2", "--group", "2", "--hidden", "32", "--layers", "1",
-                          "--max-new-tokens", "12"], capture_output=True, text=True, env=env, timeout=900)
+    res = subprocess.run([sys.executable, "-m", "training.bench", "--presets", "dapo", "--trl", "--steps", "0",
+                          "--trl-rounds", "2", "--sft-steps", "10", "--prompts", "2", "--group", "2", "--hidden", "32",
+                          "--layers", "1", "--max-new-tokens", "12"], capture_output=True, text=True, env=env,
+                         timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout
     assert re.search(r"step_ratio_trl_vs_native \d+\.\d+ spread \d+\.\d+-\d+\.\d+ .* n 2", out), out
+    assert "step_ratio_vs_dapo" not in out  # --steps 0: no preset rounds
     assert re.search(r"^native +(\d+\.\d+ +){6}\d+\.\d+$", out, re.M) and re.search(r"^trl +(\d+\.\d+ +){6}", out, re.M)
     for backend in ("native", "trl"):
         m = re.search(rf"trl_vs_native_work {backend} tokens_generated (\d+)/(\d+) tokens_trained \d+/\d+ "

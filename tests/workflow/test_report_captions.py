@@ -39,3 +39,9 @@ def test_config_comments_point_at_files_that_exist():
         dirs = "config|workflow|evaluation|training|common|results|tests"
         for ref in re.findall(rf"\b((?:{dirs})/[\w./-]+\.\w+)", comments):
             assert (REPO / ref).exists(), (path, ref)
+
+
+def test_report_names_seeds_on_demand():
+    config = yaml.safe_load((REPO / "config" / "experiments" / "seeds_auto.yaml").read_text())
+    text = " ".join(_render("workflow.rst", config=config).split())
+    assert "seeds added on demand (seeds: auto, looks up to 4 seeds" in text and "a, u, t, o" not in text

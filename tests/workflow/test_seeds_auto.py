@@ -21,13 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 AUTO = REPO / "config" / "experiments" / "seeds_auto.yaml"
 SMALL = ("seeds_auto: {start: 2, step: 1, max_seeds: 3}\nsft: {steps: 30}\nrl: {steps: 2, checkpoint_every: 2}\n"
          "eval: {k: 2, max_new_tokens: 24}\ntask: {n_heldout: 16}\n")
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def snakemake(out: Path, small: Path, margin: float, *, dry: bool = False) -> str:
     cmd = [sys.executable, "-m", "snakemake", *(["-n"] if dry else []), "--cores", "2", "--configfile", str(AUTO),
            str(small), "--config", f"output_dir={out}", f"report={{baseline: dapo, equivalence_margin: {margin}}}"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc.stdout + proc.stderr
 

@@ -40,7 +40,7 @@ Differences from the native loop (documented, none changes a loss on identical i
 Checkpoints: ``run_dir/checkpoints/step{N}`` are full HF folders (LoRA merged into the base) every
 ``checkpoint_every`` rollout steps and at the end; a killed job resumes from TRL's ``run_dir/trl/checkpoint-*``.
 ``metrics.jsonl`` has the native keys (plus ``backend``, ``global_step``, on GPUs ``peak_gpu_mb``). Launch:
-``python -m training.rl``; the rule prefixes :func:`training.plan.launch_prefix` (``accelerate launch
+``python -m training.rl``; the rule prefixes :func:`training.launch.launch_prefix` (``accelerate launch
 --num_processes N``) for more; check the recipe first with ``python -m training.plan``.
 """
 

@@ -49,6 +49,8 @@ rule rl:
 rule launch_check:
     output:
         f"{OUT}/launch_check.json",
+    params:
+        config=config_digest("launch_check"),
     log:
         f"{OUT}/logs/launch_check.log",
     threads: RL_THREADS

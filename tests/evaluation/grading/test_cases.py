@@ -8,11 +8,11 @@ GSM8K percent, e-notation, LaTeX forms, leaked turns, exactness), our own cases 
 tracker reports (named in ``why``), with Math-Verify 0.9.0's verdict in ``math_verify`` (computed, and
 checked below); ``issue38.tsv`` the same for issue 38's kinds (thin-space thousands, a percent against a
 bare gold, bare LaTeX and e-notation closing sentences, money equations, leaked turns after "Final Answer",
-equations with a sum). ``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2,
-GSM8K; sampled at temperature 0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its
-gold; ``why`` says what the response concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a
-careful grader accepts, and a rejected row keeps the checker's own reject reason (``wrong`` when it
-states a value, ``no_answer`` when it states none).  In ``response`` the character ``⏎`` stands for a
+equations with a sum, set C's misses). ``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500
+levels 1-2, GSM8K; sampled at temperature 0.7 through ``evaluation.generation.hf``), each adjudicated by hand
+against its gold; ``why`` says what the response concludes.  The adjudication is accept or reject: ``correct``
+rows are the ones a careful grader accepts, and a rejected row keeps the checker's own reject reason (``wrong``
+when it states a value, ``no_answer`` when it states none).  In ``response`` the character ``⏎`` stands for a
 newline (tabs are written as four spaces).
 """
 

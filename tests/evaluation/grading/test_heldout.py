@@ -7,7 +7,10 @@ them and graded once before two more rules (41 agreed then, 26 with grader v3); 
 committed (a5d455c) before their one grading with grader v4: 192 agreed (99.5 %); the miss, a five-digit decimal
 comma (``0,35625``), was fixed after; ``heldout/s9_blind_b_*.jsonl``: 206 more by the same author, committed (7a93265)
 before their one grading (grader v4 and that fix): 204 agreed (99.0 %); the two misses (``\\mathrm{(A)}``, a
-"so" clause) were fixed after (grader v5). All are separate from the case tables (``cases/issue25.tsv``).
+"so" clause) were fixed after (grader v5); ``heldout/s11_blind_c_*.jsonl``: 189 pairs by another author on
+issue 38's kinds, written blind to the code, committed (e30ca7c) before their one grading with grader v6
+(aea236d): 183 agreed (96.8 %); the six misses were fixed after as general rules (``cases/issue38.tsv``,
+``blind_c`` rows). All are separate from the case tables.
 GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
 """
 
@@ -31,7 +34,7 @@ def _grade(name: str, dataset: str | None, tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a", "s9_blind_b"])
+@pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a", "s9_blind_b", "s11_blind_c"])
 def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -> None:
     rows = _grade(f"{prefix}_math.jsonl", None, tmp_path) + _grade(f"{prefix}_gsm8k.jsonl", "gsm8k", tmp_path)
     assert len(rows) >= 40 and {r["label"] for r in rows} == {True, False}
