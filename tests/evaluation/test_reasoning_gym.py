@@ -39,7 +39,8 @@ def test_registered_files_are_what_the_pinned_generator_writes(tmp_path):
 
 
 def _prepare(tmp_path: Path, train_data: dict, tag: str) -> subprocess.CompletedProcess:
-    cfg = {"experiment": "rg", "output_dir": str(tmp_path / "out"), "train_data": train_data}
+    cfg = {"experiment": "rg", "output_dir": str(tmp_path / "out"), "seeds": [1], "methods": ["dapo"],
+           "train_data": train_data}
     path = tmp_path / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return run("-m", "training.prepare_data", "--config", str(path), "--train", str(tmp_path / f"{tag}.jsonl"),

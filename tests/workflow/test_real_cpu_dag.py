@@ -64,8 +64,9 @@ def test_real_cpu_smoke_runs_the_whole_dag_to_every_table_and_figure(tmp_path):
 def test_trl_cpu2_overlay_launches_two_gloo_processes_from_the_rule(tmp_path):
     text = snakemake(tmp_path, "-n", "-p", "--configfile", str(EXPERIMENTS / "real_cpu.yaml"), str(OVERLAY))
     rl = [line for line in text.splitlines() if "-m training.rl" in line]
-    assert len(rl) == 4 and all("-m torch.distributed.run --standalone --nproc_per_node 2" in line for line in rl)
     cfg = config_from_dict(resolved(tmp_path, EXPERIMENTS / "real_cpu.yaml", OVERLAY))
+    assert len(rl) == len(cfg.methods) * len(cfg.seeds)  # one rl job per (method, seed), each a gloo pair
+    assert all("-m torch.distributed.run --standalone --nproc_per_node 2" in line for line in rl)
     assert cfg.backend == "trl" and cfg.scale.world_size == 2
     assert launch_prefix(cfg) == "torchrun --standalone --nproc_per_node 2"
 
