@@ -275,8 +275,8 @@ def get_benchmark(name: str) -> Benchmark:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}{did_you_mean(name, list(BENCHMARKS))}; registered: "
-                       f"{', '.join(sorted(BENCHMARKS))}") from None
+        raise KeyError(f"unknown benchmark {name!r}{did_you_mean(name, list(BENCHMARKS))}; the {len(BENCHMARKS)} "
+                       "registered sets: creditbench benchmarks list") from None
 
 
 def resolve_gpqa_dir(gpqa_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -94,9 +94,9 @@ def test_byte_identical_and_golden(fake_results: Callable[..., Path]) -> None:
         p.relative_to(first) for p in first.rglob("*") if p.is_file() and p.parts[-2] in ("tables", "figures")
     )
     figures = sorted(p.name for p in (first / "figures").iterdir())
-    stems = ["accuracy_vs_step", "accuracy_vs_wallclock", "heatmap_delta", "step_time_phases"]
+    stems = ["accuracy_vs_step", "accuracy_vs_wallclock", "heatmap_delta", "step_time_phases", "training_curves"]
     assert figures == sorted(f"{s}.{ext}" for s in stems for ext in ("pdf", "png"))
-    assert len(names) == 7 * 4 + 1 + 8  # md/tex/csv/html; no code/ood/gsm8k/audit without such benchmarks
+    assert len(names) == 7 * 4 + 1 + 10  # md/tex/csv/html; no code/ood/gsm8k/audit without such benchmarks
     for rel in names:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
     tables = first / "tables"
@@ -289,7 +289,12 @@ dapo,DAPO,bench_a,1,10,10,7,5,2,0,2,20.0000,20.0000,0,1
 
 def test_checker_audit_table(fake_results: Callable[..., Path]) -> None:
     pytest.importorskip("math_verify")
-    from conftest import write_samples
+    import importlib.util  # by path: tests/workflow has a conftest module of the same name
+
+    spec = importlib.util.spec_from_file_location("evaluation_conftest", Path(__file__).with_name("conftest.py"))
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    write_samples = helpers.write_samples
 
     out = fake_results()
     write_samples(out, "dapo", 0, 20, "bench_a")  # final step; non-final steps are not audited
