@@ -22,14 +22,16 @@ _GAP_SEP_RE = re.compile(r",|;|&|\band\b|\bor\b|\\quad")
 _TURN_RE = re.compile(
     r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_of_text|user|assistant|system)\|>"
     r"|<(?:end|start)_of_turn>|</s>|\n(?:Human|User|USER|Assistant|ASSISTANT|Question|Problem)\s*:"
-    r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{2,4}\s*(?:Instruction|Input|Human|User)\s*:?[ \t]*\n"
+    r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{1,4}[ \t]*(?:Instruction|Input|Human|User)(?:[ \t]*:|[ \t]*\n)"
+    r"|\n(?:Next|New|Another)\s+(?:question|problem)\s*:"
 )  # the last line: a template's role line whose special tokens were decoded away, Llama-2 and Alpaca turns
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
 _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
+        r"|\d{1,3}(?:[.\s]\d{3})+,\d+(?![\d,])"  # 1.234,5 / 1 234,5: grouped thousands, decimal comma
         r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])"  # decimal comma 3,75 0,35625 (1,250: thousands)
         r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
-        r"|(?:\d{1,3}(?:(?:,|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
+        r"|(?:\d{1,3}(?:(?:,|\{,\}|['’]|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
         r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
 _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
@@ -63,6 +65,32 @@ _TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]")  # LaTeX, no
 # signs are money, not math delimiters
 _DOLLAR_RE = re.compile(r"(?<!\\)\$")
 _CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
+# "$3$ or $4$" after an answer phrase: the second span joins the first
+_JOINED_SPAN_RE = re.compile(r"\s*(?:,|\bor\b|\band\b|\bou\b|\bo\b|\boder\b)\s*\$([^$]+)\$")
+# "42, since 6 times 7 is 42" / "42 balls, which is 6 more than 36": the clause after the value explains it
+_REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a-z\d])"
+                               r"|\s+\((?!or\b)(?=[^()]*[a-zA-Z]{3})[^()]*\)(?=\s*[.!]?\s*$)")
+# after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
+_PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|where|i\.e\.)\s+)")
+_FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(", "）": ")"})
+_CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
+# a closing line that asks the reader something states nothing ("Does that make sense?")
+_ASK_BACK_RE = re.compile(r"(?i)^(?=.*\?\s*$).*\b(?:you|make\s+sense|anything\s+else|clarif)")
+# an interval, tuple, set or matrix closing a sentence without dollars: "Das Ergebnis ist (1, 2)."
+_STRUCT = (r"\\begin\{([pbvBV]?matrix|array)\}.*?\\end\{\2\}"
+           rf"|\\\{{(?:[^{{}}\\]|\\[a-zA-Z]+|\\[,;!]|{_BAL})*?\\\}}"
+           rf"|[\[(]\s*(?:[^\[\]()$]|{_BAL})*,(?:[^\[\]()$]|{_BAL})*[\])]")
+_CLOSING_STRUCT_RE = re.compile(rf"(?:^|[\s:])({_STRUCT})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+_STRUCT_LEAD_RE = re.compile(r"(?i)(?:\bis|\bare|=|\bequals?|:|\bist|\best|\bes|是)\s*$")
+# a count in words after a stating verb: "Therefore there are twenty-one marbles."
+_UNITS_W = r"one|two|three|four|five|six|seven|eight|nine"
+_WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS_W}))?"
+             rf"|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|zero|{_UNITS_W}"
+             r"|a\s+dozen)(?:\s+(?:hundred|thousand|million)(?:\s+(?:and\s+)?(?:[a-z]+ty(?:-[a-z]+)?|[a-z]+teen|ten|eleven|twelve"
+             rf"|{_UNITS_W})(?![a-z]))?)?")
+_CLOSING_WORD_NUM_RE = re.compile(
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?)\s+"
+    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
@@ -168,9 +196,13 @@ def _phrase_tail(tail: str) -> str | None:
             while end > 0 and left == "$" and t[end - 1] == "\\":  # skip an escaped \$
                 end = t.find(right, end + 1)
             if end > len(left):
+                more = _JOINED_SPAN_RE.match(t, end + len(right)) if left == "$" else None
+                if more:  # "$3$ or $4$": a list (a hedge is never one value)
+                    return f"{_chain_value(t[len(left) : end].strip())}, {more.group(1).strip()}"
                 return _chain_value(t[len(left) : end].strip())
     t = t.split("\n", 1)[0]
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
+    t = _PHRASE_CLAUSE_RE.split(t, maxsplit=1)[0]
     t = t.strip()
     t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
     return _drop_trailing_words(_chain_value(t)) or None
@@ -206,9 +238,16 @@ def _final_turn(text: str) -> tuple[str, int]:
 def _rhs(expr: str) -> str:
     """``3 + 4 = 7`` -> ``7``; ``x = 3 + 4 = 7`` -> ``7``; a single ``x = 5`` is kept (a label)."""
     parts = expr.split("=")
-    if len(parts) > 2 or (len(parts) == 2 and not re.search(r"[a-zA-Z]", parts[0])):
+    if len(parts) > 2 or (len(parts) == 2 and not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", parts[0]))):
         return parts[-1].strip()
     return expr.strip()
+
+
+def _cjk_spaced(line: str) -> str:
+    """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
+    what follows it, so the closing rules read CJK sentences as they read others."""
+    line = line.translate(_FULLWIDTH)
+    return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
 def _closing_statement(text: str) -> str | None:
@@ -222,15 +261,15 @@ def _closing_statement(text: str) -> str | None:
                 inner = tail[start + len(opener) : len(tail) - len(closer)].strip()
                 return _rhs(inner) if inner else None
     lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
-    if len(lines) >= 2 and _PLEASANTRY_RE.match(lines[-1]):
-        lines.pop()  # "I hope this helps!"
+    if len(lines) >= 2 and (_PLEASANTRY_RE.match(lines[-1]) or _ASK_BACK_RE.search(lines[-1])):
+        lines.pop()  # "I hope this helps!", "Does that make sense?"
     if not lines:
         return None
-    line = lines[-1].replace("**", "").lstrip("-*> ").strip()
+    line = _cjk_spaced(lines[-1].replace("**", "").lstrip("-*> ").strip())
     sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
     if len(sentence) > 400 or sentence.rstrip().endswith("?"):
         return None  # a question (often the problem echoed back) states no answer
-    sentence = _money_signs_dropped(sentence)
+    sentence = _money_signs_dropped(_REASON_CLAUSE_RE.split(sentence, maxsplit=1)[0])
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
@@ -245,6 +284,9 @@ def _closing_statement(text: str) -> str | None:
     verb = _CLOSING_VERB_RE.search(sentence)
     if verb:  # "is 6.5 \times 10^{-7} m.": a number after the verb, before any LaTeX reading
         return verb.group(1).strip()
+    struct = _CLOSING_STRUCT_RE.search(sentence)  # "The area is therefore (1, 2).", "答案是 \\{1, 2\\}"
+    if struct and (not _NUM_RE.search(sentence[: struct.start(1)]) or _STRUCT_LEAD_RE.search(sentence[: struct.start(1)])):
+        return struct.group(1).strip()
     tex = _CLOSING_TEX_RE.search(sentence)
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)):
         return tex.group(1).strip()
@@ -252,6 +294,9 @@ def _closing_statement(text: str) -> str | None:
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) and not _NUM_RE.search(sentence[: tex.start(1)]):
         return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
+    words = _CLOSING_WORD_NUM_RE.search(sentence) if not nums else None
+    if words:
+        return words.group(1).strip()
     if len(nums) == 1:
         return nums[0].strip()
     m = _CLOSING_SO_RE.search(sentence)
@@ -295,7 +340,7 @@ def _closing_start(text: str) -> int:
             if start >= 0 and tail.count("\n", start) <= 6:
                 return start
     lines = [m for m in re.finditer(r"[^\n]+", tail) if m.group().strip()]
-    if len(lines) >= 2 and _PLEASANTRY_RE.match(lines[-1].group().strip()):
+    if len(lines) >= 2 and (_PLEASANTRY_RE.match(lines[-1].group().strip()) or _ASK_BACK_RE.search(lines[-1].group())):
         lines.pop()
     if not lines:
         return 0
