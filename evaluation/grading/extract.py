@@ -51,7 +51,7 @@ _CLOSING_SO_RE = re.compile(
 # an unboxed closing value in bare LaTeX, no dollars ("Hence the angle is \frac{\pi}{6}."): atoms are commands,
 # brace groups (nested to depth 3), numbers and operators, so the run stops at the first English word
 _BAL = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"
-_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
+_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])(?:\[\d{{1,3}}\])?|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
              r"|[\^_+\-*/()|!']|\\[,;!])")
 _TEX_EXPR = rf"[-+]?{_TEX_ATOM}(?:\s*{_TEX_ATOM})*"
 _CLOSING_TEX_RE = re.compile(
@@ -68,18 +68,20 @@ _CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
 # "$3$ or $4$" after an answer phrase: the second span joins the first
 _JOINED_SPAN_RE = re.compile(r"\s*(?:,|\bor\b|\band\b|\bou\b|\bo\b|\boder\b)\s*\$([^$]+)\$")
 # "42, since 6 times 7 is 42" / "42 balls, which is 6 more than 36": the clause after the value explains it
-_REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a-z\d])"
-                               r"|\s+\((?!or\b)(?=[^()]*[a-zA-Z]{3})[^()]*\)(?=\s*[.!]?\s*$)")
+_REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a-z\d])|\s*—\s*|\s+--\s+"
+                               r"|\s+\((?!or\b)(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3})[^()]*\)(?=\s*[.!]?\s*$)")
 # after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
 _PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|where|i\.e\.)\s+)")
 _FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(", "）": ")"})
 _CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
 # a closing line that asks the reader something states nothing ("Does that make sense?")
-_ASK_BACK_RE = re.compile(r"(?i)^(?=.*\?\s*$).*\b(?:you|make\s+sense|anything\s+else|clarif)")
+_ASK_BACK_RE = re.compile(r"(?i)^(?![^\n]*[.!]\s+[A-Z])(?=.*\?\s*$).*\b(?:you|me|make\s+sense|anything\s+else|clarif)\b"
+                          r"|^(?:if\s+you\s+(?:want|like|wish|need|'d\s+like)|feel\s+free|I\s+can\s+also)\b")
 # an interval, tuple, set or matrix closing a sentence without dollars: "Das Ergebnis ist (1, 2)."
-_STRUCT = (r"\\begin\{([pbvBV]?matrix|array)\}.*?\\end\{\2\}"
-           rf"|\\\{{(?:[^{{}}\\]|\\[a-zA-Z]+|\\[,;!]|{_BAL})*?\\\}}"
-           rf"|[\[(]\s*(?:[^\[\]()$]|{_BAL})*,(?:[^\[\]()$]|{_BAL})*[\])]")
+_STRUCT_ONE = (r"\\begin\{[a-zA-Z]*matrix\}.*?\\end\{[a-zA-Z]*matrix\}|\\begin\{array\}.*?\\end\{array\}"
+               rf"|\\\{{(?:[^{{}}\\]|\\[a-zA-Z]+|\\[,;!]|{_BAL})*?\\\}}"
+               rf"|(?:\\left\s*)?[\[(]\s*(?:[^\[\]()$]|{_BAL})*,(?:[^\[\]()$]|{_BAL})*[\])]")
+_STRUCT = rf"(?:{_STRUCT_ONE})(?:\s*\\cup\s*(?:{_STRUCT_ONE}))*"
 _CLOSING_STRUCT_RE = re.compile(rf"(?:^|[\s:])({_STRUCT})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 _STRUCT_LEAD_RE = re.compile(r"(?i)(?:\bis|\bare|=|\bequals?|:|\bist|\best|\bes|是)\s*$")
 # a count in words after a stating verb: "Therefore there are twenty-one marbles."
@@ -90,7 +92,11 @@ _WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])|(?:twenty|t
              rf"|{_UNITS_W})(?![a-z]))?)?")
 _CLOSING_WORD_NUM_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?)\s+"
-    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
+    rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+_LIST_ITEM = rf"(?:[a-zA-Z]\s*=\s*)?(?:{_NUM})"
+_CLOSING_LIST_RE = re.compile(
+    rf"(?i)(?:\bare|\bis|\bbe|=|:)\s+({_LIST_ITEM}(?:\s*,\s*{_LIST_ITEM})*,?\s+(?:and|or)\s+{_LIST_ITEM})\s*[.!]?\s*$")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
@@ -238,15 +244,25 @@ def _final_turn(text: str) -> tuple[str, int]:
 def _rhs(expr: str) -> str:
     """``3 + 4 = 7`` -> ``7``; ``x = 3 + 4 = 7`` -> ``7``; a single ``x = 5`` is kept (a label)."""
     parts = expr.split("=")
-    if len(parts) > 2 or (len(parts) == 2 and not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", parts[0]))):
+    named = [bool(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p))) for p in parts]
+    if len(parts) > 2 or (len(parts) == 2 and not named[0] and not named[1]):  # 10 = x + y: an equation
         return parts[-1].strip()
     return expr.strip()
+
+
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+
+
+def superscripts_as_tex(s: str) -> str:
+    """``10²³`` -> ``10^{23}``, ``x²`` -> ``x^{2}`` (Unicode superscript digits as a LaTeX power)."""
+    return _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPT) + "}", s) if _SUPERSCRIPT_RE.search(s) else s
 
 
 def _cjk_spaced(line: str) -> str:
     """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
     what follows it, so the closing rules read CJK sentences as they read others."""
-    line = line.translate(_FULLWIDTH)
+    line = superscripts_as_tex(line.translate(_FULLWIDTH))
     return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
@@ -266,7 +282,10 @@ def _closing_statement(text: str) -> str | None:
     if not lines:
         return None
     line = _cjk_spaced(lines[-1].replace("**", "").lstrip("-*> ").strip())
-    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line) if len(line) < 2000 else [""]
+    while len(sentences) >= 2 and (_ASK_BACK_RE.search(sentences[-1]) or _PLEASANTRY_RE.match(sentences[-1])):
+        sentences.pop()  # "So there are 42 balls. Want me to check it another way?"
+    sentence = sentences[-1]
     if len(sentence) > 400 or sentence.rstrip().endswith("?"):
         return None  # a question (often the problem echoed back) states no answer
     sentence = _money_signs_dropped(_REASON_CLAUSE_RE.split(sentence, maxsplit=1)[0])
@@ -281,6 +300,10 @@ def _closing_statement(text: str) -> str | None:
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
         return choice.group(1)  # "The correct option is (D)."
+    several = _CLOSING_LIST_RE.search(sentence)  # "The roots are -1 and 2.": a list ("3 or 4": a hedge, one)
+    if several:
+        items = re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", several.group(1))
+        return ", ".join(re.sub(r"^[a-zA-Z]\s*=\s*", "", it) for it in items if it)
     verb = _CLOSING_VERB_RE.search(sentence)
     if verb:  # "is 6.5 \times 10^{-7} m.": a number after the verb, before any LaTeX reading
         return verb.group(1).strip()
@@ -296,7 +319,7 @@ def _closing_statement(text: str) -> str | None:
     nums = _NUM_RE.findall(sentence)
     words = _CLOSING_WORD_NUM_RE.search(sentence) if not nums else None
     if words:
-        return words.group(1).strip()
+        return (words.group(1) or words.group(2)).strip()
     if len(nums) == 1:
         return nums[0].strip()
     m = _CLOSING_SO_RE.search(sentence)
@@ -346,8 +369,11 @@ def _closing_start(text: str) -> int:
         return 0
     line = lines[-1]
     lead = len(line.group()) - len(line.group().lstrip("-*> \t"))
-    cuts = [m.end() for m in re.finditer(r"(?<=[.!?])(?:\*\*)?\s+(?=(?:\*\*)?[A-Z])", line.group())]
-    return line.start() + max([lead, *cuts])
+    cuts = [lead, *(m.end() for m in re.finditer(r"(?<=[.!?])(?:\*\*)?\s+(?=(?:\*\*)?[A-Z])", line.group()))]
+    while len(cuts) >= 2 and (_ASK_BACK_RE.search(tail := line.group()[cuts[-1] :].replace("**", ""))
+                              or _PLEASANTRY_RE.match(tail)):
+        cuts.pop()
+    return line.start() + cuts[-1]
 
 
 def _extract(response: str, dataset: str | None) -> tuple[str | None, int | None]:
