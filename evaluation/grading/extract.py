@@ -79,8 +79,8 @@ _ASK_BACK_RE = re.compile(r"(?i)^(?![^\n]*[.!]\s+[A-Z])(?=.*\?\s*$).*\b(?:you|me
                           r"|^(?:if\s+you\s+(?:want|like|wish|need|'d\s+like)|feel\s+free|I\s+can\s+also)\b")
 # an interval, tuple, set or matrix closing a sentence without dollars: "Das Ergebnis ist (1, 2)."
 _STRUCT_ONE = (r"\\begin\{[a-zA-Z]*matrix\}.*?\\end\{[a-zA-Z]*matrix\}|\\begin\{array\}.*?\\end\{array\}"
-               rf"|\\\{{(?:[^{{}}\\]|\\[a-zA-Z]+|\\[,;!]|{_BAL})*?\\\}}"
-               rf"|(?:\\left\s*)?[\[(]\s*(?:[^\[\]()$]|{_BAL})*,(?:[^\[\]()$]|{_BAL})*[\])]")
+               rf"|\\\{{(?:[^{{}}\\]|\\[a-zA-Z]+(?![a-zA-Z])|\\[,;!]|{_BAL})*?\\\}}"
+               rf"|(?:\\left\s*)?[\[(]\s*(?:[^\[\]()${{}}]|{_BAL})*,(?:[^\[\]()${{}}]|{_BAL})*[\])]")
 _STRUCT = rf"(?:{_STRUCT_ONE})(?:\s*\\cup\s*(?:{_STRUCT_ONE}))*"
 _CLOSING_STRUCT_RE = re.compile(rf"(?:^|[\s:])({_STRUCT})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 _STRUCT_LEAD_RE = re.compile(r"(?i)(?:\bis|\bare|=|\bequals?|:|\bist|\best|\bes|是)\s*$")
@@ -93,10 +93,11 @@ _WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])|(?:twenty|t
 _CLOSING_WORD_NUM_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?)\s+"
     rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
-    rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
-_LIST_ITEM = rf"(?:[a-zA-Z]\s*=\s*)?(?:{_NUM})"
+    rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+_LIST_ITEM = rf"(?>(?:[a-zA-Z]\s*=\s*)?(?:{_NUM}))"  # atomic, separators possessive: linear on "1, 1, 1, ..."
 _CLOSING_LIST_RE = re.compile(
-    rf"(?i)(?:\bare|\bis|\bbe|=|:)\s+({_LIST_ITEM}(?:\s*,\s*{_LIST_ITEM})*,?\s+(?:and|or)\s+{_LIST_ITEM})\s*[.!]?\s*$")
+    rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
+    r"\s*[.!]?\s*$")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(

@@ -102,6 +102,8 @@ def test_non_positive_timeout_is_rejected(timeout_s: float) -> None:
     ("1, " * 300_000, 1.0),
     ("\\frac{" * 100_000, 1.0),
     ("The answer is " + "(" * 100_000, 1.0),
+    ("Thus we get \\{" + "\\frac{1}{2}, " * 30, 1.0),  # a closing set: no backtracking over command names
+    ("The values are " + "1, " * 130 + "and", 1.0),  # a closing list: atomic items
 ])
 def test_adversarial_inputs_are_linear(response: str, limit_s: float) -> None:
     """Extraction and normalisation are linear with the caps applied first (the issue measured 42 s and hangs)."""
