@@ -13,7 +13,7 @@ MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_ANSWER_PHRASE_RE = re.compile(r"(?i)\b(final\s+answer|answer)\s*(?:is\s*:?|:)\s*")
+_ANSWER_PHRASE_RE = re.compile(r"(?i)\b(final\s+answer|answer)\s*(?:is\s*:?|:|[—–](?=\s*[\d$\\-]))\s*")
 _GSM_RE = re.compile(r"####\s*([^\n]*)")
 _BOX_JOIN_GAP_RE = re.compile(r"^[\s$,;]*(?:and|or|&|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\})?[\s$,;]*$")
 _SAME_LINE_GAP_RE = re.compile(r"^[^\n.!?:]{0,40}$")
@@ -32,7 +32,7 @@ _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
         r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])"  # decimal comma 3,75 0,35625 (1,250: thousands)
         r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
         r"|(?:\d{1,3}(?:(?:,|\{,\}|['’]|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
-        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
+        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?(?:!(?=\.))?)|-?\.\d+(?:\s?\\?%)?")
 _NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
@@ -60,7 +60,7 @@ _CLOSING_TEX_RE = re.compile(
     rf"({_TEX_EXPR})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,8}}\s*[.!]?\s*$"
 )
 _TEX_TAIL_RE = re.compile(rf"(?:^|\s)({_TEX_EXPR})\s*[.!]?\s*$")  # any language: "La réponse est donc \frac{5}{6}."
-_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]")  # LaTeX, not a number (3 x 10^8) or word
+_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]|\d_")  # LaTeX, not a number (3 x 10^8) or word
 # "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
 # signs are money, not math delimiters
 _DOLLAR_RE = re.compile(r"(?<!\\)\$")
@@ -69,9 +69,11 @@ _CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
 _JOINED_SPAN_RE = re.compile(r"\s*(?:,|\bor\b|\band\b|\bou\b|\bo\b|\boder\b)\s*\$([^$]+)\$")
 # "42, since 6 times 7 is 42" / "42 balls, which is 6 more than 36": the clause after the value explains it
 _REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a-z\d])|\s*—\s*|\s+--\s+"
+                               r"|(?i:,\s+(?:(?:attained|achieved|obtained|reached|when|where|that\s+is)\b|i\.e\.))"
                                r"|\s+\((?!or\b)(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3})[^()]*\)(?=\s*[.!]?\s*$)")
 # after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
-_PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|where|i\.e\.)\s+)")
+_PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|not|rather\s+than)\s+)"
+                               r"|(?i:,?\s+and\s+(?=(?:the|it|this|that|so|we|he|she|they|its|there)\s))")
 _FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(", "）": ")"})
 _CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
 # a closing line that asks the reader something states nothing ("Does that make sense?")
@@ -91,13 +93,14 @@ _WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])|(?:twenty|t
              r"|a\s+dozen)(?:\s+(?:hundred|thousand|million)(?:\s+(?:and\s+)?(?:[a-z]+ty(?:-[a-z]+)?|[a-z]+teen|ten|eleven|twelve"
              rf"|{_UNITS_W})(?![a-z]))?)?")
 _CLOSING_WORD_NUM_RE = re.compile(
-    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?)\s+"
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
     rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
     rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 _LIST_ITEM = rf"(?>(?:[a-zA-Z]\s*=\s*)?(?:{_NUM}))"  # atomic, separators possessive: linear on "1, 1, 1, ..."
 _CLOSING_LIST_RE = re.compile(
     rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
     r"\s*[.!]?\s*$")
+_SPAN_JOIN_RE = re.compile(r"\s*(?:,|,?\s*\b(?:and|or)\b)\s*")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
@@ -263,7 +266,7 @@ def superscripts_as_tex(s: str) -> str:
 def _cjk_spaced(line: str) -> str:
     """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
     what follows it, so the closing rules read CJK sentences as they read others."""
-    line = superscripts_as_tex(line.translate(_FULLWIDTH))
+    line = superscripts_as_tex(line.translate(_FULLWIDTH)).replace("π", "\\pi ").replace("√", "\\sqrt").replace("−", "-")
     return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
@@ -296,6 +299,12 @@ def _closing_statement(text: str) -> str | None:
         if len(spans) == 1 and not _NUM_RE.search(rest):
             return _rhs(spans[0]) or None
         if sentence.rstrip(" .!").endswith(("$", "\\)", "\\]")):
+            found = list(_MATH_SPAN_RE.finditer(sentence))
+            k = len(found) - 1
+            while k > 0 and _SPAN_JOIN_RE.fullmatch(sentence[found[k - 1].end() : found[k].start()]):
+                k -= 1  # "$x = 1$ and $x = -3$": one list ("$3$ or $4$": a hedge, a list too)
+            if k < len(found) - 1:
+                return ", ".join(re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", _rhs(s)) for s in spans[k:])
             return _rhs(spans[-1]) or None
         return None
     choice = _CLOSING_CHOICE_RE.search(sentence)
