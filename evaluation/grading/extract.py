@@ -33,7 +33,7 @@ _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
         r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
         r"|(?:\d{1,3}(?:(?:,|\{,\}|['’]|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
         r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?(?:!(?=\.))?)|-?\.\d+(?:\s?\\?%)?")
-_NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
+_NUM_RE = re.compile(rf"(?<![\w.])(?<!\^)(?<!\^\{{){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
@@ -256,17 +256,20 @@ def _rhs(expr: str) -> str:
 
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUPERSCRIPT_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_VALUE_POWER_RE = re.compile(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")  # in prose a power of a value (m² is a unit)
 
 
-def superscripts_as_tex(s: str) -> str:
-    """``10²³`` -> ``10^{23}``, ``x²`` -> ``x^{2}`` (Unicode superscript digits as a LaTeX power)."""
-    return _SUPERSCRIPT_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPT) + "}", s) if _SUPERSCRIPT_RE.search(s) else s
+def superscripts_as_tex(s: str, *, prose: bool = False) -> str:
+    """``10²³`` -> ``10^{23}``: Unicode superscript digits as a LaTeX power (in ``prose`` only after a number
+    or a group, so a unit's ``m²`` stays a word)."""
+    pat = _VALUE_POWER_RE if prose else _SUPERSCRIPT_RE
+    return pat.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPT) + "}", s) if _SUPERSCRIPT_RE.search(s) else s
 
 
 def _cjk_spaced(line: str) -> str:
     """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
     what follows it, so the closing rules read CJK sentences as they read others."""
-    line = superscripts_as_tex(line.translate(_FULLWIDTH)).replace("π", "\\pi ").replace("√", "\\sqrt").replace("−", "-")
+    line = superscripts_as_tex(line.translate(_FULLWIDTH), prose=True).replace("π", "\\pi ").replace("√", "\\sqrt").replace("−", "-")
     return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from evaluation.grading.extract import match_brace
+from evaluation.grading.extract import match_brace, superscripts_as_tex
 
 MAX_LEN = 2000
 _MAX_DEPTH = 60
@@ -231,6 +231,7 @@ def normalize_answer(raw: str) -> Norm:
         s = s[:-1].rstrip()  # a control space ``\ `` whose space the extraction trimmed: ``5\``
     for a, b in _UNICODE:
         s = s.replace(a, b)
+    s = superscripts_as_tex(s)
     s = _ASCII_REL_RE.sub(lambda m: _ASCII_REL[m.group(0)], s)
     s = _repeating(s)
     s = s.replace("\n", " ").replace("{,}", ",")
