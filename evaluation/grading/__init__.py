@@ -143,7 +143,7 @@ Changelog
   ``### Instruction:`` are cut; an equation whose left side is a sum (``\\sum``, ``\\prod``, ``\\int``, an
   elided series ``a_1 + \\cdots + a_n``) compares its right side; the sympy worker stops itself at its budget
   (no restart after a timeout).
-* ``creditbench-grader/7`` (2026-12-06, issue 38, from 626 probes of its kinds in many phrasings): thousands
+* ``creditbench-grader/7`` (2026-12-06, issue 38, from 630 probes of its kinds in many phrasings): thousands
   grouped by ``{,}`` or an apostrophe (``12'345``), grouped thousands with a decimal comma (``1.234,5``,
   ``1 234,5``); CJK closing sentences (``答案是12。``); an interval, tuple, set or matrix closing a sentence
   without dollars (``Das Ergebnis ist (1, 2).``); a count in words after a stating verb ("there are twenty-one
@@ -153,10 +153,11 @@ Changelog
   side whose only letters are LaTeX commands (``5 \\times 6 = 30``) is a computation; ``### Human:``,
   ``# User:`` and "Next question:" turns are cut; a closing list ("The roots are -1 and 2.", "$x = 1$ and
   $x = -3$", "3 or 4": a hedge is a list, wrong against 3); unions of intervals, ``\\left(`` tuples,
-  ``\\sqrt[3]{2}``, Unicode powers (``10²³``, in a box too) and ``π``, base subscripts (``4210_5``) and ``5!.`` in closing
-  sentences; an exponent (``m^2``, ``m²``) is no value of its own; counts in words opening a sentence ("So, twenty-four students passed."); a clause after the value
-  (", attained at ...", ", i.e. ...", " — ...", "and the remainder is ...", ", not 42") is cut; a last sentence
-  addressing the reader ("Want me to check it another way?") is skipped; ``$10 = x + y$`` stays an equation.
+  ``\\sqrt[3]{2}``, Unicode powers (``10²³``, in a box too) and ``π``, base subscripts (``4210_5``) and
+  ``5!.`` in closing sentences; an exponent (``m^2``, ``m²``) is no value of its own; counts in words opening a
+  sentence ("So, twenty-four students passed."); a clause after the value (", attained at ...", ", i.e. ...",
+  " — ...", "and the remainder is ...", ", not 42") is cut; a last sentence addressing the reader ("Want me to
+  check it another way?") is skipped; ``$10 = x + y$`` stays an equation.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ _CLOSING_SO_RE = re.compile(
 # an unboxed closing value in bare LaTeX, no dollars ("Hence the angle is \frac{\pi}{6}."): atoms are commands,
 # brace groups (nested to depth 3), numbers and operators, so the run stops at the first English word
 _BAL = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"
-_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])(?:\[\d{{1,3}}\])?|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
+_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])(?:\[\d{{1,3}}\])?|{_BAL}"  # \sqrt[3]{2}
+             rf"|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
              r"|[\^_+\-*/()|!']|\\[,;!])")
 _TEX_EXPR = rf"[-+]?{_TEX_ATOM}(?:\s*{_TEX_ATOM})*"
 _CLOSING_TEX_RE = re.compile(
@@ -74,7 +75,8 @@ _REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a
 # after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
 _PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|not|rather\s+than)\s+)"
                                r"|(?i:,?\s+and\s+(?=(?:the|it|this|that|so|we|he|she|they|its|there)\s))")
-_FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(", "）": ")"})
+_FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(",
+                            "）": ")", "π": "\\pi ", "√": "\\sqrt", "−": "-"})
 _CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
 # a closing line that asks the reader something states nothing ("Does that make sense?")
 _ASK_BACK_RE = re.compile(r"(?i)^(?![^\n]*[.!]\s+[A-Z])(?=.*\?\s*$).*\b(?:you|me|make\s+sense|anything\s+else|clarif)\b"
@@ -88,7 +90,8 @@ _CLOSING_STRUCT_RE = re.compile(rf"(?:^|[\s:])({_STRUCT})(?:\s+[a-zA-Z][a-zA-Z'\
 _STRUCT_LEAD_RE = re.compile(r"(?i)(?:\bis|\bare|=|\bequals?|:|\bist|\best|\bes|是)\s*$")
 # a count in words after a stating verb: "Therefore there are twenty-one marbles."
 _UNITS_W = r"one|two|three|four|five|six|seven|eight|nine"
-_WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS_W}))?"
+_WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])"
+             rf"|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS_W}))?"
              rf"|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|zero|{_UNITS_W}"
              r"|a\s+dozen)(?:\s+(?:hundred|thousand|million)(?:\s+(?:and\s+)?(?:[a-z]+ty(?:-[a-z]+)?|[a-z]+teen|ten|eleven|twelve"
              rf"|{_UNITS_W})(?![a-z]))?)?")
@@ -269,7 +272,7 @@ def superscripts_as_tex(s: str, *, prose: bool = False) -> str:
 def _cjk_spaced(line: str) -> str:
     """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
     what follows it, so the closing rules read CJK sentences as they read others."""
-    line = superscripts_as_tex(line.translate(_FULLWIDTH), prose=True).replace("π", "\\pi ").replace("√", "\\sqrt").replace("−", "-")
+    line = superscripts_as_tex(line.translate(_FULLWIDTH), prose=True)
     return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
@@ -321,7 +324,8 @@ def _closing_statement(text: str) -> str | None:
     if verb:  # "is 6.5 \times 10^{-7} m.": a number after the verb, before any LaTeX reading
         return verb.group(1).strip()
     struct = _CLOSING_STRUCT_RE.search(sentence)  # "The area is therefore (1, 2).", "答案是 \\{1, 2\\}"
-    if struct and (not _NUM_RE.search(sentence[: struct.start(1)]) or _STRUCT_LEAD_RE.search(sentence[: struct.start(1)])):
+    lead = sentence[: struct.start(1)] if struct else ""
+    if struct and (not _NUM_RE.search(lead) or _STRUCT_LEAD_RE.search(lead)):
         return struct.group(1).strip()
     tex = _CLOSING_TEX_RE.search(sentence)
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)):
