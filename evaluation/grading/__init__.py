@@ -154,7 +154,7 @@ Changelog
   ``# User:`` and "Next question:" turns are cut; a closing list ("The roots are -1 and 2.", "$x = 1$ and
   $x = -3$", "3 or 4": a hedge is a list, wrong against 3); unions of intervals, ``\\left(`` tuples,
   ``\\sqrt[3]{2}``, Unicode powers (``10²³``, in a box too) and ``π``, base subscripts (``4210_5``) and
-  ``5!.`` in closing sentences; an exponent (``m^2``, ``m²``) is no value of its own; counts in words opening a
+  ``5!.`` in closing sentences; a unit's exponent (``m^2``, ``m²``) is no value of its own; counts in words opening a
   sentence ("So, twenty-four students passed."); a clause after the value (", attained at ...", ", i.e. ...",
   " — ...", "and the remainder is ...", ", not 42") is cut; a last sentence addressing the reader ("Want me to
   check it another way?") is skipped; ``$10 = x + y$`` stays an equation.

@@ -33,7 +33,7 @@ _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
         r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
         r"|(?:\d{1,3}(?:(?:,|\{,\}|['’]|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
         r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?(?:!(?=\.))?)|-?\.\d+(?:\s?\\?%)?")
-_NUM_RE = re.compile(rf"(?<![\w.])(?<!\^)(?<!\^\{{){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
+_NUM_RE = re.compile(rf"(?<![\w.])(?<![a-zA-Z]\^)(?<![a-zA-Z]\^\{{){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
