@@ -143,7 +143,7 @@ Changelog
   ``### Instruction:`` are cut; an equation whose left side is a sum (``\\sum``, ``\\prod``, ``\\int``, an
   elided series ``a_1 + \\cdots + a_n``) compares its right side; the sympy worker stops itself at its budget
   (no restart after a timeout).
-* ``creditbench-grader/7`` (2026-12-06, issue 38, from 630 probes of its kinds in many phrasings): thousands
+* ``creditbench-grader/7`` (2026-12-06, issue 38, from 626 probes of its kinds in many phrasings): thousands
   grouped by ``{,}`` or an apostrophe (``12'345``), grouped thousands with a decimal comma (``1.234,5``,
   ``1 234,5``); CJK closing sentences (``答案是12。``); an interval, tuple, set or matrix closing a sentence
   without dollars (``Das Ergebnis ist (1, 2).``); a count in words after a stating verb ("there are twenty-one
