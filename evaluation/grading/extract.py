@@ -38,7 +38,7 @@ _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
-    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*(?:\^\{?[23]\}?)?){0,8}\s*[.!]?\s*$"  # 36 cm^2
 )
 # "..., so Robert went down the slide 84 times.": the clause after the last "so" holds one value, then words
 # (a number after "in"/"over"/"after"/... qualifies it: "So over 8 weeks it collects 10 000 eggs.")
@@ -61,7 +61,8 @@ _CLOSING_TEX_RE = re.compile(
     rf"({_TEX_EXPR})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,8}}\s*[.!]?\s*$"
 )
 _TEX_TAIL_RE = re.compile(rf"(?:^|\s)({_TEX_EXPR})\s*[.!]?\s*$")  # any language: "La réponse est donc \frac{5}{6}."
-_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]|\d_")  # LaTeX, not a number (3 x 10^8) or word
+# LaTeX, not a number (3 x 10^8) or word; 4i, 2x, 4210_5 count
+_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]|\d_|\d[a-z](?![a-zA-Z])")
 # "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
 # signs are money, not math delimiters
 _DOLLAR_RE = re.compile(r"(?<!\\)\$")
@@ -103,8 +104,10 @@ _LIST_ITEM = rf"(?>(?:[a-zA-Z]\s*=\s*)?(?:{_NUM}))"  # atomic, separators posses
 _CLOSING_LIST_RE = re.compile(
     rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
     r"\s*[.!]?\s*$")
+_HEDGE_WORD_RE = re.compile(r"(?i)^(?:approximately|approx\.|about|around|roughly|exactly|precisely|≈|~)\s+")
 _SPAN_JOIN_RE = re.compile(r"\s*(?:,|,?\s*\b(?:and|or)\b)\s*")
-_CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
+_CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$"
+                                r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
     r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
@@ -216,7 +219,7 @@ def _phrase_tail(tail: str) -> str | None:
     t = t.split("\n", 1)[0]
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
     t = _PHRASE_CLAUSE_RE.split(t, maxsplit=1)[0]
-    t = t.strip()
+    t = _HEDGE_WORD_RE.sub("", t.strip())  # "approximately 3.14": the value, compared as stated
     t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
     return _drop_trailing_words(_chain_value(t)) or None
 
@@ -315,7 +318,7 @@ def _closing_statement(text: str) -> str | None:
         return None
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
-        return choice.group(1)  # "The correct option is (D)."
+        return next(g for g in choice.groups() if g)  # "The correct option is (D).", "option B", a lone "B"
     several = _CLOSING_LIST_RE.search(sentence)  # "The roots are -1 and 2.": a list ("3 or 4": a hedge, one)
     if several:
         items = re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", several.group(1))
