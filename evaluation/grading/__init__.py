@@ -143,7 +143,7 @@ Changelog
   ``### Instruction:`` are cut; an equation whose left side is a sum (``\\sum``, ``\\prod``, ``\\int``, an
   elided series ``a_1 + \\cdots + a_n``) compares its right side; the sympy worker stops itself at its budget
   (no restart after a timeout).
-* ``creditbench-grader/7`` (2026-12-06, issue 38, from 679 probes of its kinds in many phrasings): thousands
+* ``creditbench-grader/7`` (2026-12-06, issue 38, from 690 probes of its kinds in many phrasings): thousands
   grouped by ``{,}`` or an apostrophe (``12'345``), grouped thousands with a decimal comma (``1.234,5``,
   ``1 234,5``); CJK closing sentences (``答案是12。``); an interval, tuple, set or matrix closing a sentence
   without dollars (``Das Ergebnis ist (1, 2).``); a count in words after a stating verb ("there are twenty-one
@@ -159,7 +159,8 @@ Changelog
   " — ...", "and the remainder is ...", ", not 42") is cut; a last sentence addressing the reader ("Want me to
   check it another way?") is skipped; ``$10 = x + y$`` stays an equation; "approximately 3.14" after an answer
   phrase is 3.14 (still wrong against ``\\pi``); "The correct option is B." and a lone "**B**" line are letters;
-  "z = 3 + 4i" closes a sentence; "36 cm^2" is 36.
+  "z = 3 + 4i" closes a sentence; "36 cm^2" is 36; a trailing clause offering another value ("3 — or maybe 4",
+  "3 (possibly 4)") is not cut, so the hedge is never right.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ _CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
 _JOINED_SPAN_RE = re.compile(r"\s*(?:,|\bor\b|\band\b|\bou\b|\bo\b|\boder\b)\s*\$([^$]+)\$")
 # "42, since 6 times 7 is 42" / "42 balls, which is 6 more than 36": the clause after the value explains it
 _REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a-z\d])|\s*—\s*|\s+--\s+"
-                               r"|(?i:,\s+(?:(?:attained|achieved|obtained|reached|when|where|that\s+is)\b|i\.e\.))"
+                               r"|(?i:,\s+(?:(?:attained|achieved|obtained|reached|when|where|that\s+is)\b|i\.e\.?))"
                                r"|\s+\((?!or\b)(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3})[^()]*\)(?=\s*[.!]?\s*$)")
 # after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
 _PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|not|rather\s+than)\s+)"
@@ -105,6 +105,7 @@ _CLOSING_LIST_RE = re.compile(
     rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
     r"\s*[.!]?\s*$")
 _HEDGE_WORD_RE = re.compile(r"(?i)^(?:approximately|approx\.|about|around|roughly|exactly|precisely|≈|~)\s+")
+_HEDGE_RE = re.compile(r"(?i)\b(?:or|maybe|possibly|perhaps|not\s+sure|unsure)\b[^.]*?\d")
 _SPAN_JOIN_RE = re.compile(r"\s*(?:,|,?\s*\b(?:and|or)\b)\s*")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$"
                                 r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
@@ -195,6 +196,13 @@ def _chain_value(expr: str) -> str:
     return parts[-1].strip()
 
 
+def _clause_cut(text: str, clause: re.Pattern[str]) -> str:
+    """``text`` up to the clause explaining its value; kept whole when that clause offers another value ("3 —
+    or maybe 4", "3 (possibly 4)"): a hedge is not cut down to its first value."""
+    head = clause.split(text, maxsplit=1)[0]
+    return text if len(head) < len(text) and _HEDGE_RE.search(text, len(head)) else head
+
+
 def _money_signs_dropped(line: str) -> str:
     """``3 * $15 = $45`` -> ``3 * 15 = 45`` when every ``$`` of ``line`` is a currency sign (else unchanged)."""
     n = len(_DOLLAR_RE.findall(line))
@@ -218,7 +226,7 @@ def _phrase_tail(tail: str) -> str | None:
                 return _chain_value(t[len(left) : end].strip())
     t = t.split("\n", 1)[0]
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
-    t = _PHRASE_CLAUSE_RE.split(t, maxsplit=1)[0]
+    t = _clause_cut(t, _PHRASE_CLAUSE_RE)
     t = _HEDGE_WORD_RE.sub("", t.strip())  # "approximately 3.14": the value, compared as stated
     t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
     return _drop_trailing_words(_chain_value(t)) or None
@@ -301,7 +309,7 @@ def _closing_statement(text: str) -> str | None:
     sentence = sentences[-1]
     if len(sentence) > 400 or sentence.rstrip().endswith("?"):
         return None  # a question (often the problem echoed back) states no answer
-    sentence = _money_signs_dropped(_REASON_CLAUSE_RE.split(sentence, maxsplit=1)[0])
+    sentence = _money_signs_dropped(_clause_cut(sentence, _REASON_CLAUSE_RE))
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
