@@ -15,9 +15,9 @@ effective credit against Monte-Carlo token importance, on one checkpoint's own r
    responses with an answer region with its bootstrap interval over prompt groups.
 3. Credit fidelity against Monte-Carlo importance (``mc_importance``: g_t = V(through t) - V(before t),
    V = P(correct | prefix) from ``fidelity.mc.k`` continuations). There is no exact importance on real text,
-   so V is the measurable truth. The first ``fidelity.mc.responses`` responses of groups with reward variance
-   (right and wrong alternated) are probed; every preset of :data:`PRESETS` is scored on the same rollouts
-   (the same policy: the weighting alone differs), Spearman rho and top-10 % overlap
+   so V is the measurable truth. ``fidelity.mc.responses`` responses are probed, the first right and first
+   wrong one of each group with reward variance, batch by batch; every preset of :data:`PRESETS` is scored on
+   the same rollouts (the same policy: the weighting alone differs), Spearman rho and top-10 % overlap
    (``training.studies.fidelity``), intervals over prompt groups. V at small k is noisy: the table gives k,
    the mean standard error of g and the share of tokens whose |g| exceeds 2 se.
 
@@ -69,12 +69,15 @@ def group_share_ci(flags: Sequence[bool], groups: Sequence[Any], *, n_boot: int,
 
 
 def mc_rows(correct: Sequence[float], group_ids: Sequence[int], budget: int) -> list[int]:
-    """Up to ``budget`` rows of groups with reward variance, right and wrong alternated (first right)."""
-    varied = {g for g in set(group_ids) if len({c for c, h in zip(correct, group_ids) if h == g}) > 1}
-    right = [i for i, g in enumerate(group_ids) if g in varied and correct[i] > 0]
-    wrong = [i for i, g in enumerate(group_ids) if g in varied and correct[i] <= 0]
-    order = [i for pair in zip(right, wrong) for i in pair] + right[len(wrong):] + wrong[len(right):]
-    return sorted(order[:budget])
+    """Up to ``budget`` rows: the first right and the first wrong response of each group with reward variance,
+    group by group (so a small sample spans as many prompt groups, the bootstrap's unit, as it can)."""
+    out: list[int] = []
+    for g in dict.fromkeys(group_ids):
+        rows = [i for i, h in enumerate(group_ids) if h == g]
+        right, wrong = [i for i in rows if correct[i] > 0], [i for i in rows if correct[i] <= 0]
+        if right and wrong:
+            out += [right[0], wrong[0]]
+    return sorted(out[:budget])
 
 
 def probe(cfg: Config, model_dir: str, problems: list[dict], seed: int) -> dict[str, Any]:

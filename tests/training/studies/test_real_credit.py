@@ -50,7 +50,7 @@ def _cmd(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_real_credit_command_on_smollm2_reasoning_gym(smollm2, tmp_path):
     pytest.importorskip("reasoning_gym")
     raw = yaml.safe_load((REPO / "config" / "experiments" / "real_cpu.yaml").read_text())
-    raw.update(output_dir=str(tmp_path / "out"), seeds=[0], model={"source": str(smollm2)},
+    raw.update(output_dir=str(tmp_path / "out"), model={"source": str(smollm2)},
                train_data={**raw["train_data"], "size": 16},
                rl={**raw["rl"], "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 16},
                fidelity={"enabled": True, "grad_snr": False, "batches": 1, "bootstrap": 50,
