@@ -172,9 +172,11 @@ def render(summary: dict[str, Any]) -> dict[str, str]:
     lam += [f"| {r['side']} | {r['class']} | {r['tokens']} | {r['responses']} | {r['groups']} | {r['lambda']:.3f} "
             f"[{r['lambda_lo']:.3f}, {r['lambda_hi']:.3f}] | {r['p']:.3f} | {r['v_norm']:.3f} |"
             for r in summary["delta"]["table"]]
-    lam += ["", "λ~: DelTA's self-normalised coefficient (mean 1 over a batch's loss tokens); classes: answer = "
-            "from CF's answer marker (the statement the checker reads) on; digit / operator / text by the token's "
-            "first character before it; eos. Intervals: 95 % bootstrap over prompt groups."]
+    lam += ["", "λ~: DelTA's self-normalised coefficient (mean 1 over a batch's loss tokens); side: the sign of "
+            "DelTA's advantage (DAPO's overlong shaping gives a short wrong response of an all-wrong group A > 0, "
+            "as in training); classes: answer = from CF's answer marker (the statement the checker reads) on; "
+            "digit / operator / text by the token's first character before it; eos. Intervals: 95 % bootstrap "
+            "over prompt groups."]
     cf = summary["cf"]
     d = cf["drop"] or {}
     lo, hi = cf["share_with_marker_ci"]

@@ -47,6 +47,8 @@ def _cmd(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the GGUF conversion and a 16-response probe on SmolLM2: minutes on 2 shared cores
 def test_real_credit_command_on_smollm2_reasoning_gym(smollm2, tmp_path):
     pytest.importorskip("reasoning_gym")
     raw = yaml.safe_load((REPO / "config" / "experiments" / "real_cpu.yaml").read_text())
