@@ -59,7 +59,8 @@ LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|{_NAME}(?:\s*:\s*{_NAME})+|[A
 _ASSIGN_RE = re.compile(rf"^{LABEL}\s*=\s*")
 _IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
 CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
-_BASE_WORDS_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)\s*(?:\(\s*|in\s+|,\s*)?base[\s\-]*(\d+)\s*\)?\.?$", re.I)
+_BASE_WORDS_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)\s*(?:\(\s*|in\s+|,\s*)?base[\s\-]*(\d+)\s*\)?\.?$",
+                            re.I)
 BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
 
 

@@ -13,11 +13,11 @@ equations with a sum, set C's misses); ``issue38_s12.tsv`` probes each kind of i
 tuples and matrices, units, number words, ``=`` chains, hedges, near misses, leaked turns, trailing clauses and
 questions back to the user) and set D's eight misses as general rules (``blind_d`` rows: remarks after the
 answer, praise lines, systems as tuples, values after the last math span, Unicode intervals, bases in words).
-``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at temperature 0.7 through ``evaluation.generation.hf``), each adjudicated by hand
-against its gold; ``why`` says what the response concludes.  The adjudication is accept or reject: ``correct``
-rows are the ones a careful grader accepts, and a rejected row keeps the checker's own reject reason (``wrong``
-when it states a value, ``no_answer`` when it states none).  In ``response`` the character ``⏎`` stands for a
-newline (tabs are written as four spaces).
+``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at temperature
+0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its gold; ``why`` says what the response
+concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a careful grader accepts, and a
+rejected row keeps the checker's own reject reason (``wrong`` when it states a value, ``no_answer`` when it states
+none).  In ``response`` the character ``⏎`` stands for a newline (tabs are written as four spaces).
 """
 
 from __future__ import annotations
