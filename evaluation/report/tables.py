@@ -51,11 +51,13 @@ def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
 
 def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tuple[float, float]:
     """CI of a method's expected accuracy (%): seeds and problems random with ≥ 2 seeds (``seeds_random_test``,
-    cut to [0, 100]), else the bootstrap over problems, which is conditional on the one seed."""
+    cut to [0, 100]), else (one seed, or no between-seed variance: ``SeedsRandomResult.undefined``) the bootstrap
+    over problems, which is conditional on these seeds."""
     blocks = [b for b in blocks if b.size]
     if blocks and blocks[0].shape[1] >= 2:
         result = seeds_random_test(blocks, alpha=opts.alpha)
-        return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
+        if not result.undefined:
+            return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
     return stratified_bootstrap_ci([b.mean(axis=1) for b in blocks], n_boot=opts.n_boot, seed=opts.seed,
                                    alpha=opts.alpha)
 
@@ -127,9 +129,19 @@ def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions)
     cols = list(table.columns)
     at = next(i for i, c in enumerate(cols) if c.value == f"{AVG}_delta") + 1
     cols.insert(at, Column(f"verdict (±{opts.equivalence_margin:g} pp)", "verdict", kind="str", align="l"))
-    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.")
-                    if x)
+    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.",
+                                seeds_note(data, avg, opts)) if x)
     return replace(table, data=data, columns=tuple(cols), note=note)
+
+
+def seeds_note(main: pd.DataFrame, avg: pd.DataFrame, opts: ReportOptions) -> str:
+    """With seeds on demand (``opts.looks``): each method's seeds (the main table's) and why it stopped there."""
+    if not opts.looks:
+        return ""
+    seeds = dict(zip(main["method"], main["seeds"]))
+    why = [f"{method_label(m)}: {seeds.get(m, '?')} seeds, {r}" for m, r in zip(avg["method"], avg["stop_reason"])]
+    return (f"Seeds on demand (looks at {', '.join(map(str, opts.looks))} seeds; {method_label(opts.baseline)}: "
+            f"{seeds.get(opts.baseline, '?')} seeds, as many as any method): " + "; ".join(why) + ".")
 
 
 def _span(values: Sequence[float], digits: int = 1) -> str:
