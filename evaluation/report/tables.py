@@ -51,12 +51,10 @@ def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
 
 def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tuple[float, float]:
     """CI of a method's expected accuracy (%): seeds and problems random with ≥ 2 seeds (``seeds_random_test``,
-    cut to [0, 100]), else (one seed, or no between-seed variance: ``SeedsRandomResult.undefined``) the bootstrap
-    over problems, which is conditional on these seeds."""
+    cut to [0, 100]), else (or when that test is undefined) the bootstrap over problems, conditional on the seeds."""
     blocks = [b for b in blocks if b.size]
     if blocks and blocks[0].shape[1] >= 2:
-        result = seeds_random_test(blocks, alpha=opts.alpha)
-        if not result.undefined:
+        if not (result := seeds_random_test(blocks, alpha=opts.alpha)).undefined:
             return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
     return stratified_bootstrap_ci([b.mean(axis=1) for b in blocks], n_boot=opts.n_boot, seed=opts.seed,
                                    alpha=opts.alpha)
@@ -120,28 +118,21 @@ def main_table(res: Results, opts: ReportOptions, footer: str, significance: Tab
 
 
 def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions) -> Table:
-    """The main table plus the significance table's Avg verdict per method (better / worse / equivalent within
-    ±δ / undecided vs the baseline), inserted before the Δ column, and the rule in the note."""
+    """The main table plus the significance table's Avg verdict per method after the Δ column; the note has the
+    rule and, with seeds on demand, each method's seeds and why it stopped (significance.md's stop_reason)."""
     avg = significance[significance["scope"] == AVG]
     verdicts = dict(zip(avg["method"], avg["verdict"]))
-    data = table.data.copy()
-    data["verdict"] = [verdicts.get(m, "") for m in data["method"]]
+    data = table.data.assign(verdict=[verdicts.get(m, "") for m in table.data["method"]])
     cols = list(table.columns)
     at = next(i for i, c in enumerate(cols) if c.value == f"{AVG}_delta") + 1
     cols.insert(at, Column(f"verdict (±{opts.equivalence_margin:g} pp)", "verdict", kind="str", align="l"))
-    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.",
-                                seeds_note(data, avg, opts)) if x)
-    return replace(table, data=data, columns=tuple(cols), note=note)
-
-
-def seeds_note(main: pd.DataFrame, avg: pd.DataFrame, opts: ReportOptions) -> str:
-    """With seeds on demand (``opts.looks``): each method's seeds (the main table's) and why it stopped there."""
-    if not opts.looks:
-        return ""
-    seeds = dict(zip(main["method"], main["seeds"]))
+    seeds = dict(zip(data["method"], data["seeds"]))
     why = [f"{method_label(m)}: {seeds.get(m, '?')} seeds, {r}" for m, r in zip(avg["method"], avg["stop_reason"])]
-    return (f"Seeds on demand (looks at {', '.join(map(str, opts.looks))} seeds; {method_label(opts.baseline)}: "
-            f"{seeds.get(opts.baseline, '?')} seeds, as many as any method): " + "; ".join(why) + ".")
+    auto = (f"Seeds on demand (looks at {', '.join(map(str, opts.looks))} seeds; {method_label(opts.baseline)}: "
+            f"{seeds.get(opts.baseline, '?')} seeds, as many as any method): {'; '.join(why)}.") if opts.looks else ""
+    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.",
+                                auto) if x)
+    return replace(table, data=data, columns=tuple(cols), note=note)
 
 
 def _span(values: Sequence[float], digits: int = 1) -> str:
