@@ -538,6 +538,7 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
     "evaluate": ("eval", "data", *_TORCH),
     "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
+    "real_credit": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "real_generate": ("real_eval", "eval/backend", "data", *_TORCH),
     "real_score": ("real_eval", "eval/grader_timeout_s", "data"),
 }
