@@ -302,7 +302,9 @@ def _aside_cut(text: str) -> str:
     k = len(paras) - 1
     while k >= 2 and paras[k].strip() == "":
         k -= 2
-    while k >= 2 and _ASIDE_RE.match(paras[k].lstrip("\n")):
+    for _ in range(8):  # a few remark paragraphs at most: linear time on "\n\nNote:" repeated
+        if k < 2 or not _ASIDE_RE.match(paras[k].lstrip("\n")):
+            break
         k -= 2
         head = "".join(paras[: k + 1])
         if head.strip() and _closing_statement(head) is not None:

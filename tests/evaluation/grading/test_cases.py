@@ -105,6 +105,7 @@ def test_non_positive_timeout_is_rejected(timeout_s: float) -> None:
     ("The answer is " + "(" * 100_000, 1.0),
     ("Thus we get \\{" + "\\frac{1}{2}, " * 30, 1.0),  # a closing set: no backtracking over command names
     ("The values are " + "1, " * 130 + "and", 1.0),  # a closing list: atomic items
+    ("So $x = 5$." + "\n\nNote: a" * 2_400, 0.05),  # remark paragraphs: a bounded number tried (was 0.3 s)
 ])
 def test_adversarial_inputs_are_linear(response: str, limit_s: float) -> None:
     """Extraction and normalisation are linear with the caps applied first (the issue measured 42 s and hangs)."""
