@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from common.io import sha256_file  # noqa: F401  (re-exported for code.score, gguf_convert)
-from evaluation.grading.extract import last_boxed
+from evaluation.grading.boxes import last_boxed
 from evaluation.sets.reasoning_gym import RG_SETS, RG_VERSION
 
 log = logging.getLogger(__name__)

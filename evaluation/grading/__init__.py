@@ -167,6 +167,14 @@ Changelog
   (distinct variables, no "or") is the tuple ``(1, -2)``; a value stated after a sentence's last math span
   ("..., so the vertex is (1.5, 0).", "which is 4π."); Unicode ``∞``, ``∪``, ``∩`` in closing sentences; "1011 in
   base 2" is ``1011_2``.
+* ``creditbench-grader/9`` (2026-12-06, issue 38, from the misses of blind set E): a box inside closing remark
+  paragraphs ("Note: without the restriction it would be \\boxed{64}") does not override the box committed before
+  them; a leading ``-`` is a sign unless a space follows (``**-4**`` is -4, ``- 4`` a bullet); closing lines
+  ``- x = 4`` / ``- y = -1`` are the tuple ``(4, -1)``; a restatement after "i.e." / "that is" with one value is the
+  answer ("= 0.2$, i.e. the price rose by 20%."); "33 multiples of 3" states 33; Unicode powers after letters
+  (``cm³``, ``x² + 1``) and vulgar fractions (``½``, ``2½``); a count in words after any verb ("He runs thirty
+  miles."); points grouping thousands in a German/French/Spanish/Italian/Portuguese sentence ("3.000 Stifte" is 3000;
+  in English 3.000 stays 3); "7 degrees below zero" is -7.
 """
 
 from __future__ import annotations
@@ -178,12 +186,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from common.records import REASONS
+from evaluation.grading.boxes import last_boxed
 from evaluation.grading.equivalence import fast_verdict
-from evaluation.grading.extract import answer_start, extract_answer, last_boxed, prepare_gold
+from evaluation.grading.extract import answer_start, extract_answer, prepare_gold
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/8"
+GRADER_VERSION = "creditbench-grader/9"
 
 log = logging.getLogger(__name__)
 

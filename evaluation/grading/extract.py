@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from evaluation.grading.boxes import boxed_spans, is_echo
+from evaluation.grading.prose import cjk_spaced, continental
+
 MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _ANSWER_PHRASE_RE = re.compile(r"(?i)\b(final\s+answer|answer)\s*(?:is\s*:?|:|[—–](?=\s*[\d$\\-]))\s*")
 _GSM_RE = re.compile(r"####\s*([^\n]*)")
 _BOX_JOIN_GAP_RE = re.compile(r"^[\s$,;]*(?:and|or|&|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\})?[\s$,;]*$")
@@ -25,8 +27,6 @@ _TURN_RE = re.compile(
     r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{1,4}[ \t]*(?:Instruction|Input|Human|User)(?:[ \t]*:|[ \t]*\n)"
     r"|\n(?:Next|New|Another)\s+(?:question|problem)\s*:"
 )  # the last line: a template's role line whose special tokens were decoded away, Llama-2 and Alpaca turns
-_ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
-               "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
 _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
         r"|\d{1,3}(?:[.\s]\d{3})+,\d+(?![\d,])"  # 1.234,5 / 1 234,5: grouped thousands, decimal comma
         r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])"  # decimal comma 3,75 0,35625 (1,250: thousands)
@@ -38,8 +38,8 @@ _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
-    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*(?:\^\{?[23]\}?)?){0,8}\s*[.!]?\s*$"  # 36 cm^2
-)
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*(?:\^\{?[23]\}?)?(?:\s+of\s+\d+(?=\s*[.!]?\s*$))?){0,8}\s*[.!]?\s*$"  # 36 cm^2
+)  # "There are 33 multiples of 3.": after the value's noun, "of N" qualifies it
 # "..., so Robert went down the slide 84 times.": the clause after the last "so" holds one value, then words
 # (a number after "in"/"over"/"after"/... qualifies it: "So over 8 weeks it collects 10 000 eggs.")
 _CLOSING_SO_RE = re.compile(
@@ -76,10 +76,6 @@ _REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a
 # after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
 _PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|not|rather\s+than)\s+)"
                                r"|(?i:,?\s+and\s+(?=(?:the|it|this|that|so|we|he|she|they|its|there)\s))")
-_FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(",
-                            "）": ")", "π": "\\pi ", "√": "\\sqrt", "−": "-",
-                            "∞": "\\infty ", "∪": "\\cup ", "∩": "\\cap "})
-_CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
 # a closing line that asks the reader something states nothing ("Does that make sense?")
 _ASK_BACK_RE = re.compile(r"(?i)^(?![^\n]*[.!]\s+[A-Z])(?=.*\?\s*$).*\b(?:you|me|make\s+sense|anything\s+else|clarif)\b"
                           r"|^(?:if\s+you\s+(?:want|like|wish|need|'d\s+like)|feel\s+free|I\s+can\s+also)\b")
@@ -101,6 +97,13 @@ _CLOSING_WORD_NUM_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
     rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
     rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+# "He runs thirty miles in total.": a subject, any verb, then a count in words
+_SUBJECT_WORD_NUM_RE = re.compile(
+    rf"(?i)^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?:he|she|it|we|they|you|I|[A-Z][a-z]+)"
+    rf"\s+[a-z]+\s+(?:exactly\s+|only\s+)?\b({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+# a clause restating the value in words ("..., i.e. the price rose by 20%."), not a value in another unit
+# ("30°, i.e. \frac{\pi}{6}", kept as the first)
+_RESTATED_RE = re.compile(r"(?i),?\s+(?:i\.e\.|that\s+is),?\s+((?=(?:[^$\\]*?[a-z]{2,}\b){2})[^$\\]*?)\s*[.!]?\s*$")
 _LIST_ITEM = rf"(?>(?:[a-zA-Z]\s*=\s*)?(?:{_NUM}))"  # atomic, separators possessive: linear on "1, 1, 1, ..."
 _CLOSING_LIST_RE = re.compile(
     rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
@@ -123,63 +126,6 @@ _WORD_TAIL_RE = re.compile(
 )
 _MATH_WORDS = {"pi", "sqrt", "root", "roots", "times", "over", "plus", "minus", "divided", "and", "or", "to", "i",
                "squared", "cubed", "thirds", "halves", "fourths", "fifths", "quarters", "sixths", "eighths"}
-
-
-def _close_map(text: str) -> dict[int, int]:
-    """Index of each unescaped ``{`` -> index of its ``}`` (one pass with a stack: linear)."""
-    stack: list[int] = []
-    out: dict[int, int] = {}
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":  # an escaped brace or ``\\\\`` (a line break)
-            i += 2
-            continue
-        if c == "{":
-            stack.append(i)
-        elif c == "}" and stack:
-            out[stack.pop()] = i
-        i += 1
-    return out
-
-
-def match_brace(text: str, open_idx: int) -> int:
-    """Index of the ``}`` closing the ``{`` at ``open_idx`` (escaped braces skipped), or -1: the same pairing
-    as :func:`_close_map`, whose stack pairs a brace independently of what stands before it."""
-    close = _close_map(text[open_idx:]).get(0)
-    return -1 if close is None else open_idx + close
-
-
-def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
-    """All ``\\boxed``/``\\fbox`` contents as (start, end, content); ``\\boxed 7`` too."""
-    spans = []
-    closes: dict[int, int] | None = None
-    for m in _BOX_RE.finditer(text):
-        j = m.end()
-        while j < len(text) and text[j] == " ":
-            j += 1
-        if j < len(text) and text[j] == "{":
-            if closes is None:
-                closes = _close_map(text)
-            k = closes.get(j, -1)
-            if k >= 0:
-                spans.append((m.start(), k + 1, text[j + 1 : k]))
-        elif j > m.end():  # "\boxed 7"
-            tok = re.match(r"[^\s$]+", text[j : j + 200])
-            if tok:
-                spans.append((m.start(), j + tok.end(), tok.group(0)))
-    return spans
-
-
-def last_boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` / ``\fbox{...}`` in ``text`` (balanced braces), or None."""
-    spans = _boxed_spans(text)
-    return spans[-1][2] if spans else None
-
-
-def _is_echo(content: str) -> bool:
-    """An empty box, or one that parrots the instruction ("within \\boxed{answer}")."""
-    return " ".join(content.split()).lower().strip("$ ") in _ECHO_BOXES
 
 
 def _chain_value(expr: str) -> str:
@@ -271,33 +217,15 @@ def _rhs(expr: str) -> str:
     return expr.strip()
 
 
-_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
-_SUPERSCRIPT_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
-_VALUE_POWER_RE = re.compile(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")  # in prose a power of a value (m² is a unit)
-
-
-def superscripts_as_tex(s: str, *, prose: bool = False) -> str:
-    """``10²³`` -> ``10^{23}``: Unicode superscript digits as a LaTeX power (in ``prose`` only after a number
-    or a group, so a unit's ``m²`` stays a word)."""
-    pat = _VALUE_POWER_RE if prose else _SUPERSCRIPT_RE
-    return pat.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPT) + "}", s) if _SUPERSCRIPT_RE.search(s) else s
-
-
-def _cjk_spaced(line: str) -> str:
-    """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
-    what follows it, so the closing rules read CJK sentences as they read others."""
-    line = superscripts_as_tex(line.translate(_FULLWIDTH), prose=True)
-    return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
-
-
 # a remark closing the response after its committed answer (a "---" rule, "*Remark:*", "Note:", "Check:" opening
 # each of its last paragraphs): its values are not the answer
 _ASIDE_RE = re.compile(r"(?i)^[ \t]*(?:(?:-{3,}|\*{3,}|_{3,})[ \t]*(?:\n|$)|[*_>]*[ \t]*(?:remarks?|notes?|aside|check|"
                        r"sanity\s+check|verification|p\.?\s?s\.?)[ \t]*[*_]*[ \t]*[:.—-])")
 
 
-def _aside_cut(text: str) -> str:
-    """``text`` before the remark paragraphs that close it, when what precedes them closes with a value."""
+def _aside_cut(text: str, commits=None) -> str:
+    """``text`` before the remark paragraphs that close it, when what precedes them commits to a value
+    (``commits(head)``; default: a closing statement)."""
     paras = re.split(r"(\n[ \t]*\n)", text)  # paragraphs at even indexes
     k = len(paras) - 1
     while k >= 2 and paras[k].strip() == "":
@@ -307,9 +235,30 @@ def _aside_cut(text: str) -> str:
             break
         k -= 2
         head = "".join(paras[: k + 1])
-        if head.strip() and _closing_statement(head) is not None:
+        if head.strip() and (commits(head) if commits else _closing_statement(head) is not None):
             return head
     return text
+
+
+_BULLET_RE = re.compile(r"^[ \t]*(?:[*>]+[ \t]*|-[ \t]+)*")  # "- ", "* ", "> ": a bullet; "-4" keeps its sign
+_ASSIGN_LINE_RE = re.compile(r"^[ \t]*(?:[-*][ \t]+)?\$?\s*([a-zA-Z])\s*=\s*(-?\s*[\d\\][^=$,;]*?)\s*\$?\s*[.;,]?$")
+
+
+def _assignments_from(lines: list[str]) -> int:
+    """Index of the first of the assignment lines closing ``lines``."""
+    k = len(lines)
+    while k > 0 and _ASSIGN_LINE_RE.match(lines[k - 1].replace("**", "")):
+        k -= 1
+    return k
+
+
+def _assignment_lines(lines: list[str]) -> str | None:
+    """``- x = 4`` / ``- y = -1`` closing the response, one per line: a system's solution, a tuple in order
+    (as ``$x = 4$, $y = -1$`` in one sentence); the same variable twice is a list of roots."""
+    k = _assignments_from(lines)
+    if len(lines) - k < 2:
+        return None
+    return _joined_values([lines[i].replace("**", "").strip(" \t-*$.;,") for i in range(k, len(lines))], "")
 
 
 def _joined_values(spans: list[str], gaps: str) -> str:
@@ -350,13 +299,20 @@ def _closing_statement(text: str) -> str | None:
         lines.pop()  # "I hope this helps!", "Does that make sense?"
     if not lines:
         return None
-    line = _cjk_spaced(lines[-1].replace("**", "").lstrip("-*> ").strip())
+    listed = _assignment_lines(lines)
+    if listed:
+        return listed
+    line = cjk_spaced(_BULLET_RE.sub("", lines[-1].replace("**", "")).strip())
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line) if len(line) < 2000 else [""]
     while len(sentences) >= 2 and (_ASK_BACK_RE.search(sentences[-1]) or _PLEASANTRY_RE.match(sentences[-1])):
         sentences.pop()  # "So there are 42 balls. Want me to check it another way?"
     sentence = sentences[-1]
     if len(sentence) > 400 or sentence.rstrip().endswith("?"):
         return None  # a question (often the problem echoed back) states no answer
+    restated = _RESTATED_RE.search(sentence)  # "= 0.2$, i.e. the price rose by 20%.": the restatement is final
+    if restated and "$" not in restated.group(1) and len(found := _NUM_RE.findall(restated.group(1))) == 1:
+        return found[0].strip()
+    sentence = continental(sentence)  # "7 degrees below zero" is -7; "Daher gibt es 3.000 Stifte." 3000
     sentence = _money_signs_dropped(_clause_cut(sentence, _REASON_CLAUSE_RE))
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
@@ -393,9 +349,9 @@ def _closing_statement(text: str) -> str | None:
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) and not _NUM_RE.search(sentence[: tex.start(1)]):
         return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
-    words = _CLOSING_WORD_NUM_RE.search(sentence) if not nums else None
+    words = (_CLOSING_WORD_NUM_RE.search(sentence) or _SUBJECT_WORD_NUM_RE.search(sentence)) if not nums else None
     if words:
-        return (words.group(1) or words.group(2)).strip()
+        return next(g for g in words.groups() if g).strip()
     if len(nums) == 1:
         return nums[0].strip()
     m = _CLOSING_SO_RE.search(sentence)
@@ -443,8 +399,11 @@ def _closing_start(text: str) -> int:
         lines.pop()
     if not lines:
         return 0
+    first = _assignments_from([ln.group() for ln in lines])
+    if len(lines) - first >= 2:  # "- x = 4" / "- y = -1": the first assignment line
+        return lines[first].start() + _BULLET_RE.match(lines[first].group()).end()
     line = lines[-1]
-    lead = len(line.group()) - len(line.group().lstrip("-*> \t"))
+    lead = _BULLET_RE.match(line.group()).end()
     cuts = [lead, *(m.end() for m in re.finditer(r"(?<=[.!?])(?:\*\*)?\s+(?=(?:\*\*)?[A-Z])", line.group()))]
     while len(cuts) >= 2 and (_ASK_BACK_RE.search(tail := line.group()[cuts[-1] :].replace("**", ""))
                               or _PLEASANTRY_RE.match(tail)):
@@ -472,7 +431,10 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
         return _drop_trailing_words(gsm[-1].strip()), gsm_matches[-1].start()
     plain = text.replace("**", "")
     phrases = list(_ANSWER_PHRASE_RE.finditer(plain))
-    spans = [s for s in _boxed_spans(text) if not _is_echo(s[2])]
+    spans = [s for s in boxed_spans(text) if not is_echo(s[2])]
+    if len(spans) >= 2:  # a box committed before closing remarks ("Note: without ... it would be \boxed{64}")
+        head = len(_aside_cut(text, lambda h: spans[0][1] <= len(h)))
+        spans = [s for s in spans if s[1] <= head]
     if spans:
         last_final = next((m for m in reversed(phrases) if m.group(1).lower().startswith("final")), None)
         if last_final is not None and "\\boxed" not in plain[last_final.end() :]:
@@ -513,7 +475,7 @@ def prepare_gold(gold: str, dataset: str | None) -> str:
     if "####" in g:
         g = g.rsplit("####", 1)[1].strip()
     elif "\\boxed" in g or "\\fbox" in g:
-        spans = _boxed_spans(g)
+        spans = boxed_spans(g)
         if spans:
             g = spans[-1][2].strip()
     return g

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from evaluation.grading.extract import match_brace, superscripts_as_tex
+from evaluation.grading.boxes import match_brace
+from evaluation.grading.prose import superscripts_as_tex
 
 MAX_LEN = 2000
 _MAX_DEPTH = 60
@@ -297,7 +298,8 @@ def normalize_answer(raw: str) -> Norm:
 
 _UNICODE = (("∞", "\\infty "), ("π", "\\pi "), ("√", "\\sqrt"), ("−", "-"), ("–", "-"), ("≤", "\\le "),
             ("≥", "\\ge "), ("≠", "\\ne "), ("∪", "\\cup "), ("×", "\\times "), ("·", "\\cdot "),
-            ("⩽", "\\le "), ("⩾", "\\ge "), ("÷", "/"))
+            ("⩽", "\\le "), ("⩾", "\\ge "), ("÷", "/"),
+            ("½", " 1/2"), ("⅓", " 1/3"), ("⅔", " 2/3"), ("¼", " 1/4"), ("¾", " 3/4"))  # 2½ = 2 1/2: mixed
 _ASCII_REL = {"<=": "\\le ", ">=": "\\ge ", "=<": "\\le ", "!=": "\\ne ", "=/=": "\\ne "}
 _ASCII_REL_RE = re.compile(r"=/=|<=|>=|=<|!=")
 _EU_DECIMAL_RE = re.compile(r"^[+-]?\d{1,3}(?:\.\d{3})+,\d+$|^[+-]?\d{1,3}(?: \d{3})+,\d+$")
