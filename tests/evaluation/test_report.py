@@ -357,13 +357,15 @@ def test_heatmap_of_control_bytes_warns_of_no_missing_glyph(tmp_path: Path) -> N
         figures.heatmap(["\x01", "\x0c", "\x7f", "ok"], [0.5, 1.0, 1.5, 2.0], tmp_path / "ctl", "t")
 
 
-def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callable[..., Path]) -> None:
-    """``--eval-dir real_eval`` (rule real_report): the same tables from OUT/real_eval, OUT/eval untouched."""
+def test_a_suites_summaries_are_read_from_its_own_folder(fake_results: Callable[..., Path]) -> None:
+    """``--eval-dir eval/real`` (rule suite_report_real): the same tables from OUT/eval/real."""
     out = fake_results(kinds=True)
-    (out / "eval").rename(out / "real_eval")
+    (out / "eval").rename(out / "real")
+    (out / "eval").mkdir()
+    (out / "real").rename(out / "eval" / "real")
     with pytest.raises(FileNotFoundError, match="summary"):
         report.load_results(out)
-    args = ["--results", str(out), "--eval-dir", "real_eval", "--out", str(out / "real_tables"), "--n-boot", "200",
+    args = ["--results", str(out), "--eval-dir", "eval/real", "--out", str(out / "real_tables"), "--n-boot", "200",
             "--n-perm", "200"]
     assert report_cli.main(args) == 0
     assert {"main.md", "code.md", "ood.md", "gsm8k.md"} <= {p.name for p in (out / "real_tables").iterdir()}

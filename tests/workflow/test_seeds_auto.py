@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 AUTO = REPO / "config" / "experiments" / "seeds_auto.yaml"
 SMALL = ("seeds_auto: {start: 2, step: 1, max_seeds: 3}\nsft: {steps: 30}\nrl: {steps: 2, checkpoint_every: 2}\n"
-         "eval: {k: 2, max_new_tokens: 24}\ntask: {n_heldout: 16}\n")
+         "eval: {suites: {curve: {k: 2, max_new_tokens: 24}}}\ntask: {n_heldout: 16}\n")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
