@@ -398,6 +398,8 @@ def _error_line(err: jsonschema.ValidationError) -> str:
     if err.validator == "type":
         want = " or ".join(sorted(schema_types(schema)))
         return f"config key '{where}': {err.instance!r} is not of type {want}; write a plain YAML {want}"
+    if err.validator == "enum" and "/sets/" in f"/{where}":  # 29 names: the registry lists them
+        return f"config key '{where}': {err.instance!r} is not a registered set; creditbench benchmarks list names them"
     if err.validator == "enum":
         return f"config key '{where}': {err.instance!r} is not one of {list(err.validator_value)}"
     if err.validator == "uniqueItems":
