@@ -254,6 +254,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({
     # Entropy advantage, Cheng et al. arXiv 2506.14758: alpha 0.4, kappa 2 (the paper's GRPO setting); DAPO's rest
     "entropy_adv": replace(_DAPO, name="entropy_adv", token_advantage="entropy_advantage",
                            advantage_knobs={"alpha": 0.4, "kappa": 2.0}),
+    # TEMPO, arXiv 2509.18314 (fatebreaker/tempo compute_tempo_outcome_advantage): A_i plus the prefix-tree TD
+    # step at branching tokens; no knobs. The authors' recipe is clip 0.2/0.28, no KL, token mean: DAPO's rest
+    "tempo": replace(_DAPO, name="tempo", token_advantage="tempo"),
     # PPO with a learned critic as VAPO sets it (arXiv 2504.05118 §3): decoupled GAE, lambda_critic 1,
     # length-adaptive lambda_policy (alpha 0.05), gamma 1, clip-higher, token-level loss; value LR 2x the policy's
     "ppo_critic": replace(_DAPO, name="ppo_critic", token_advantage="gae",

@@ -55,7 +55,7 @@ def test_preset_resolves_and_knobs_bind(name):
 
 @pytest.mark.parametrize("name", ["delta", "delta_within_side", "delta_random", "cf", "cf_conserve", "cf_inverted",
                                   "cf_random", "cf_prior", "forking_tokens", "dapo_delta_paper", "otb",
-                                  "ktae"])
+                                  "ktae", "tempo"])
 def test_canonical_methods_share_dapo_objective(name):
     dapo, preset = PRESETS["dapo"], PRESETS[name]
     for f in SURROGATE_FIELDS:
@@ -107,6 +107,8 @@ def test_new_rows_differ_from_dapo_only_in_their_advantage():
     dapo = PRESETS["dapo"]
     assert PRESETS["otb"].token_advantage == "otb" and PRESETS["otb"].needs == ("sum_pi_sq",)
     assert PRESETS["ktae"].token_advantage == "ktae" and PRESETS["ktae"].advantage_knobs["top"] == 1.0
+    tempo = PRESETS["tempo"]  # reads nothing beyond the tokens and A_i: phase 3 computes nothing extra
+    assert tempo.needs == () and dataclasses.replace(tempo, name="dapo", token_advantage=None) == dapo
     w = PRESETS["w_reinforce"]
     assert w.outcome_advantage == "w_reinforce" and w.outcome_knobs == {"positive_weight": 0.1}
     assert dataclasses.replace(w, name="dapo", outcome_advantage="group", outcome_knobs={},

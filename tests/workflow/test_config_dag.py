@@ -120,5 +120,8 @@ def test_trl_backend_refuses_an_unsupported_preset_at_dag_time(tmp_path):
     line = one_error_line(proc, text)
     assert line.startswith("config key 'methods': backend 'trl' cannot run preset 'otb'"), line
     assert "token_advantage 'otb'" in line, line
+    line = one_error_line(*dry_run(tmp_path, "backend: trl\nmethods: [dapo, tempo]\n"))  # issue 37's TEMPO row
+    assert line.startswith("config key 'methods': backend 'trl' cannot run preset 'tempo' "
+                           "(token_advantage 'tempo')"), line
     proc, text = dry_run(tmp_path, "backend: trl\nmethods: [dapo, gspo]\n")
     assert proc.returncode == 0, text[-3000:]

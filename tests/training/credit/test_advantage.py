@@ -225,3 +225,129 @@ def test_ktae_advantage_is_z_score_plus_key_token_score():
         want[rows] = (zz[:, None] + kt[ids[rows]]) * mask[rows]
     torch.testing.assert_close(got.double(), want, atol=1e-6, rtol=0)
     assert (got[mask == 0] == 0).all()
+
+
+# ------------------------------------------------------------------------------------------ TEMPO
+
+
+def port_tempo(scores, responses, mask, index, norm_by_std=True, eps=1e-6):
+    """``fatebreaker/tempo`` ``compute_tempo_outcome_advantage`` re-written for the test: per response, walk its
+    tokens; the ancestors are the group's rows that agreed on every earlier token (compared on the padded ids), the
+    branch those that also hold this token; A_t = (r_i - mean_g r + mean_branch r - mean_ancestors r) / (std_g r +
+    eps) (unbiased std), every later token copying the value once the response is alone in its node."""
+    B, R = responses.shape
+    out = torch.zeros(B, R, dtype=torch.float64)
+    for i in range(B):
+        group = [k for k in range(B) if index[k] == index[i]]
+        g = scores[group]
+        mean, scale = g.mean(), (g.std() + eps) if norm_by_std else 1.0
+        ancestors = group
+        for j in range(R):
+            if mask[i, j] == 0:
+                break
+            branch = [k for k in ancestors if responses[k, j] == responses[i, j]]
+            out[i, j] = (scores[i] - mean + scores[branch].mean() - scores[ancestors].mean()) / scale
+            if len(ancestors) == 1:
+                out[i, j:] = out[i, j]
+                break
+            ancestors = branch
+    return out * mask
+
+
+def _tempo_batch(adv, ids, mask, groups):
+    B, R = ids.shape
+    return CreditBatch(prompt_ids=torch.ones(B, 2, dtype=torch.long), prompt_mask=torch.ones(B, 2),
+                       response_ids=ids, response_mask=mask.float(), old_logp=torch.zeros(B, R),
+                       entropy=torch.zeros(B, R), advantages=adv, group_ids=groups, hidden=None, pad_token_id=0,
+                       tokenizer=None, logp_fn=None, generator=torch.Generator())
+
+
+T = torch.tensor
+TEMPO_CASES = [
+    # (case, ids [B, R], valid lengths [B], A_i [B], expected A_{i,t} [B, R]); one group
+    # the root is a node: responses that differ at their first token branch there (TD = A_i - mean_g A), and
+    # TEMPO is GRPO from the second token on (the authors' code; exactly GRPO only if the outcomes all agree)
+    ("no shared prefix: GRPO after the root's branch", [[1, 2, 3], [4, 2, 3], [5, 2, 3]], [3, 3, 3],
+     [1.0, -0.5, -0.5], [[2.0, 1.0, 1.0], [-1.0, -0.5, -0.5], [-1.0, -0.5, -0.5]]),
+    ("no shared prefix, an uncentred A (mean 0.5): TD = A_i - 0.5", [[1, 2], [4, 2]], [2, 2], [1.0, 0.0],
+     [[1.5, 1.0], [-0.5, 0.0]]),
+    ("shared until the last token: TD there only", [[3, 3, 1], [3, 3, 2]], [3, 3], [1.0, -1.0],
+     [[1.0, 1.0, 2.0], [-1.0, -1.0, -2.0]]),
+    # root V 0; "5" {0,1,2} 1/6, "4" {3} -1/2; "5 6" {0,1} 0, "5 9" {2} 1/2; leaves +-1/2 (worked by hand)
+    ("two levels of branching", [[5, 6, 7], [5, 6, 8], [5, 9, 7], [4, 6, 7]], [3, 3, 3, 3], [0.5, -0.5, 0.5, -0.5],
+     [[2 / 3, 1 / 3, 1.0], [-1 / 3, -2 / 3, -1.0], [2 / 3, 5 / 6, 0.5], [-1.0, -0.5, -0.5]]),
+    # row 0 ends after two tokens; its pad id (7) equals row 1's third token: the finished row leaves the node
+    ("a finished response leaves deeper nodes", [[5, 6, 7], [5, 6, 7]], [2, 3], [1.0, -1.0],
+     [[1.0, 1.0, 0.0], [-1.0, -1.0, -2.0]]),
+    ("outcomes all agree: GRPO (zero)", [[2, 2], [2, 3], [4, 2]], [2, 2, 2], [0.0, 0.0, 0.0], [[0.0] * 2] * 3),
+]
+
+
+@pytest.mark.parametrize(("ids", "lengths", "adv", "want"), [c[1:] for c in TEMPO_CASES],
+                         ids=[c[0] for c in TEMPO_CASES])
+def test_tempo_case_table(ids, lengths, adv, want):
+    ids, adv = T(ids), T(adv)
+    mask = (torch.arange(ids.shape[1])[None] < T(lengths)[:, None]).float()
+    got = TOKEN_ADVANTAGES["tempo"](_tempo_batch(adv, ids, mask, torch.zeros(len(adv), dtype=torch.long)),
+                                    **PRESETS["tempo"].advantage_knobs)
+    torch.testing.assert_close(got, T(want) * mask)
+
+
+def tempo_fixture(seed=0, R=7, vocab=3):
+    """Three groups of four (a small vocabulary, so prefixes are shared and branch at several depths), one pair
+    and two singletons; distinct lengths; pads (id 9) never equal a valid token, as in the authors' batches."""
+    g = torch.Generator().manual_seed(seed)
+    groups = T([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 4, 5])
+    n = len(groups)
+    ids = torch.randint(0, vocab, (n, R), generator=g)
+    lengths = torch.randint(2, R + 1, (n,), generator=g)
+    mask = (torch.arange(R)[None] < lengths[:, None]).float()
+    ids = torch.where(mask > 0, ids, torch.full_like(ids, 9))
+    rewards = torch.randint(0, 2, (n,), generator=g).double() - 0.1 * (lengths == R).double()  # + an overlong-like
+    rewards[8:12] = T([1.0, 1.0, 1.0, 1.0], dtype=torch.float64)  # group 2: all agree (A = 0, TD = 0)
+    return ids, mask, rewards, groups
+
+
+@pytest.mark.parametrize("scale_by_std", [True, False])
+def test_tempo_matches_the_authors_code(scale_by_std):
+    """GRPO (z-score) and Dr.GRPO (centred) A_i: our mean-of-A values equal the authors' raw-reward form, group by
+    group (groups of two or more; a singleton keeps A_i, where the authors' std of one reward is NaN)."""
+    ids, mask, rewards, groups = tempo_fixture()
+    adv = group_advantages(rewards, groups, scale_by_std=scale_by_std)
+    got = TOKEN_ADVANTAGES["tempo"](_tempo_batch(adv, ids, mask, groups))
+    multi = torch.isin(groups, T([0, 1, 2, 3]))
+    want = port_tempo(rewards[multi], ids[multi], mask[multi].double(), groups[multi].tolist(),
+                      norm_by_std=scale_by_std)
+    torch.testing.assert_close(got[multi].double(), want, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got[~multi], (adv[:, None] * mask)[~multi])
+    assert (got[multi] != (adv[:, None] * mask)[multi]).any()  # the fixture does branch with unequal outcomes
+    assert (got[8:12] == 0).all()  # an all-agree group stays at zero
+
+
+def test_tempo_permuting_responses_permutes_advantages():
+    ids, mask, rewards, groups = tempo_fixture(3)
+    adv = group_advantages(rewards, groups, scale_by_std=True)
+    got = TOKEN_ADVANTAGES["tempo"](_tempo_batch(adv, ids, mask, groups))
+    perm = torch.randperm(len(groups), generator=torch.Generator().manual_seed(1))
+    relabel = groups[perm] * 10 + 7  # group ids are labels only
+    permuted = TOKEN_ADVANTAGES["tempo"](_tempo_batch(adv[perm], ids[perm], mask[perm], relabel))
+    torch.testing.assert_close(permuted, got[perm])
+
+
+def test_tempo_td_steps_telescope_to_the_response_value():
+    """Sum_t (A_{i,t} - A_i) = V(leaf_i) - V(root) = A_i - mean_g A when no other row passes through i's last
+    node (checked on the rows where that holds; at least two do)."""
+    ids, mask, rewards, groups = tempo_fixture(5)
+    adv = group_advantages(rewards, groups, scale_by_std=True)
+    got = TOKEN_ADVANTAGES["tempo"](_tempo_batch(adv, ids, mask, groups)).double()
+    checked = 0
+    for i in range(8):
+        n = int(mask[i].sum())
+        if any(k != i and groups[k] == groups[i] and mask[k].sum() >= n and (ids[k, :n] == ids[i, :n]).all()
+               for k in range(len(groups))):
+            continue
+        checked += 1
+        td = ((got[i] - adv[i].double()) * mask[i]).sum()
+        torch.testing.assert_close(td, adv[i].double() - adv[groups == groups[i]].double().mean(), atol=1e-5,
+                                   rtol=0)
+    assert checked >= 2

@@ -483,16 +483,17 @@ def test_run_writes_tables_figure_and_records(tiny_env, tmp_path) -> None:
 
 
 def test_token_level_advantages_reach_the_credit(tiny_env, tmp_path) -> None:
-    """OTB and KTAE replace A_i by A_{i,t}: their credit varies within a response (rho defined and non-zero),
+    """OTB, KTAE and TEMPO replace A_i by A_{i,t}: their credit varies within a response (rho defined and non-zero),
     where a sequence-level preset's is constant (rho 0), as in the loss the RL loop minimises."""
     from training.studies import fidelity_run
 
     cfg = config_from_dict(dict(tiny_env["cfg"].raw, rl={**tiny_env["cfg"].raw["rl"], "max_new_tokens": 96},
                                 fidelity={"bootstrap": 20}))
     model = str(tiny_env["model"])
-    rows = [(f"{p}@sft", p, model, 1) for p in ("dapo", "otb", "ktae")]
+    rows = [(f"{p}@sft", p, model, 1) for p in ("dapo", "otb", "ktae", "tempo")]
     table = fidelity_run.run(cfg, rows, train_path=tiny_env["train"], out_dir=tmp_path / "out", metrics=[],
                              sampler=known_sampler(read_jsonl(tiny_env["train"])))
     rho = {r["label"]: r["rho"] for r in table}
     assert rho["dapo@sft"] == 0.0
     assert rho["otb@sft"] != 0.0 and rho["ktae@sft"] != 0.0, rho
+    assert rho["tempo@sft"] != 0.0, rho  # right and slipped responses branch at the slip: TEMPO's TD lands there
