@@ -443,3 +443,28 @@ def test_letter_dominance_warning_of_the_scorer_is_in_the_table(fake_results: Ca
     ood = (out / "tables" / "ood.md").read_text()
     assert f"Warning: DelTA seed 0: {warning}." in ood
     assert "Warning: DelTA seed" not in (out / "tables" / "main.md").read_text()
+
+
+def test_the_start_evaluated_once_stands_for_every_seed(fake_results: Callable[..., Path]) -> None:
+    """Issue 38: the workflow evaluates the SFT start once (seed 0's folder). A tree with that one evaluation gives
+    the same main and significance tables as one whose start was evaluated identically on every seed (every
+    method's cells, the start's Δ and Holm p included); only the learning table counts one start seed."""
+    import json
+    import shutil
+
+    trees = {}
+    for name in ("every_seed", "once"):
+        out = fake_results(name)
+        one = out / "eval" / "sft" / "seed0" / "step0"
+        for path in one.glob("*.summary.json"):  # seed 1's start: the same evaluation
+            target = out / "eval" / "sft" / "seed1" / "step0" / path.name
+            target.write_text(json.dumps({**json.loads(path.read_text()), "seed": 1}))
+        if name == "once":
+            shutil.rmtree(out / "eval" / "sft" / "seed1")
+        assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+        trees[name] = out / "tables"
+    for table in ("main", "significance", "power", "rliable"):
+        a, b = (pd.read_csv(trees[n] / f"{table}.csv") for n in ("every_seed", "once"))
+        pd.testing.assert_frame_equal(a, b, obj=table)
+    learning = pd.read_csv(trees["once"] / "learning.csv")
+    assert learning.loc[learning["method"] == "sft", "seeds"].tolist() == [1]
