@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from common.config import ConfigError, config_from_dict, load_config, load_schema
-from evaluation import driver, suites
-from evaluation import evaluate
+from evaluation import driver, evaluate, suites
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, SUITES, Problem, load_benchmark
 from evaluation.mcq import prompt_record
 

@@ -90,7 +90,8 @@ def test_gpqa_dir_env_var_is_honoured_and_a_requested_missing_set_fails(tmp_path
     empty.mkdir()
     line = one_error_line(*dry_run(tmp_path, "eval: {suites: {real: {sets: [gpqa_diamond]}}}\n",
                                    env={"CREDITBENCH_GPQA_DIR": str(empty)}))
-    assert line.startswith("config key 'eval/suites/real/sets'") and str(empty) in line and "CREDITBENCH_GPQA_DIR" in line
+    assert line.startswith("config key 'eval/suites/real/sets'") and str(empty) in line
+    assert "CREDITBENCH_GPQA_DIR" in line
 
 
 @pytest.mark.skipif(not (DEFAULT_GPQA_DIR / "gpqa_diamond.csv").is_file(), reason="GPQA-Diamond not on this machine")
