@@ -86,10 +86,11 @@ def test_an_old_config_gets_one_line_saying_what_to_write(raw, line):
 
 def test_the_readme_eval_snippet_is_a_valid_config():
     text = (REPO / "README.md").read_text()
-    snippet = yaml.safe_load(text[text.index("```yaml\neval:") + 8:].split("```")[0])
+    snippet = yaml.safe_load(text[text.index("`eval: {suites:") + 1:].split("`")[0])
     cfg = config_from_dict({**BASE, **snippet})
     assert cfg.eval.suites["real"].limit == 200 and cfg.eval.suites["curve"].checkpoints == ("sft", "every")
     assert suites.checkpoints(cfg, "real") == [("sft", 3, 0), ("grpo", 3, cfg.rl.steps), ("dapo", 3, cfg.rl.steps)]
+    assert suites.available_sets(cfg, "real") == ("math500",)
 
 
 def test_schema_lists_every_registered_test_set_and_suite():
