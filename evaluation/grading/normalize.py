@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from evaluation.grading.extract import match_brace
+from evaluation.grading.extract import match_brace, superscripts_as_tex
 
 MAX_LEN = 2000
 _MAX_DEPTH = 60
@@ -81,6 +81,17 @@ def drop_restated_side(s: str) -> str:
     return right if right and _RESTATED_RE.search(left) and not _RESTATED_RE.search(right) else s
 
 
+# "m + n = 14", "a+b+c = 30": a sum of named unknowns, then its value (the quantity a problem asks for)
+_NAMED_SUM_RE = re.compile(rf"^\s*\d*{_VAR}(?:\s*[+\-]\s*\d*{_VAR})+\s*=\s*([^=a-zA-Z]*\d[^=a-zA-Z]*)$")
+
+
+def drop_named_sum(pred: str, gold: str) -> str:
+    """``m + n = 14`` -> ``14`` when the gold is no equation: the left side names the asked sum, as a label
+    (``x = 5``) names its variable.  Against an equation gold (``x + y = 10``) the equation is compared."""
+    m = _NAMED_SUM_RE.match(pred) if "=" not in gold and "=" in pred else None
+    return m.group(1).strip() if m else pred
+
+
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 _DENOMS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4,
            "fourths": 4, "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7,
@@ -116,6 +127,8 @@ def _number_word(s: str) -> str | None:
     words = s.lower().strip().replace("-", " ").split()
     if not words or len(words) > 8:
         return None
+    if words[-1] == "dozen" and len(words) <= 2:
+        return "12" if words[0] in ("a", "one", "dozen") else None
     if len(words) >= 2 and words[-1] in _DENOMS:
         num = 1 if words[:-1] in (["a"], ["one"], ["an"]) else _cardinal(words[:-1])
         if num is None or (num > 1) != words[-1].endswith("s") and words[-1] not in ("half",):
@@ -218,6 +231,7 @@ def normalize_answer(raw: str) -> Norm:
         s = s[:-1].rstrip()  # a control space ``\ `` whose space the extraction trimmed: ``5\``
     for a, b in _UNICODE:
         s = s.replace(a, b)
+    s = superscripts_as_tex(s)
     s = _ASCII_REL_RE.sub(lambda m: _ASCII_REL[m.group(0)], s)
     s = _repeating(s)
     s = s.replace("\n", " ").replace("{,}", ",")
@@ -265,8 +279,10 @@ def normalize_answer(raw: str) -> Norm:
         s = _IN_RE.sub("", s, count=1)
         s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
         s = _strip_braces(s)
+        if _EU_DECIMAL_RE.match(s):  # 1.234,5 / 1 234,5
+            s = re.sub(r"[. ]", "", s).replace(",", ".")
         if _THOUSANDS_RE.match(s) or _SPACE_THOUSANDS_RE.match(s):
-            s = s.replace(",", "").replace(" ", "")
+            s = re.sub(r"[, '’]", "", s)
         m = _TEXT_MIXED_RE.match(s)
         if m and int(m.group(3)) < int(m.group(4)):
             s = f"{m.group(1)}{m.group(2)}\\frac{{{m.group(3)}}}{{{m.group(4)}}}"
@@ -282,7 +298,8 @@ _UNICODE = (("∞", "\\infty "), ("π", "\\pi "), ("√", "\\sqrt"), ("−", "-"
             ("⩽", "\\le "), ("⩾", "\\ge "), ("÷", "/"))
 _ASCII_REL = {"<=": "\\le ", ">=": "\\ge ", "=<": "\\le ", "!=": "\\ne ", "=/=": "\\ne "}
 _ASCII_REL_RE = re.compile(r"=/=|<=|>=|=<|!=")
-_SPACE_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
+_EU_DECIMAL_RE = re.compile(r"^[+-]?\d{1,3}(?:\.\d{3})+,\d+$|^[+-]?\d{1,3}(?: \d{3})+,\d+$")
+_SPACE_THOUSANDS_RE = re.compile(r"^[+-]?\d{1,3}(?:[ '’]\d{3})+(?:\.\d+)?$")  # 12 345, Swiss 12'345
 _TEXT_MIXED_RE = re.compile(r"^([+-]?)(\d+)\s*(?:\s|and\s*|\+\s*)(\d+)\s*/\s*(\d+)$")
 _REPEAT_RE = re.compile(
     r"(\d*)\.(\d*)(?:\\overline\s*\{(\d+)\}|\\dot\s*\{(\d)\}|\((\d+)\)(?![\d.])|(\d)(?=\6\6)\6*(?:\.\.\.|\\[lc]?dots))"

@@ -233,6 +233,9 @@ class SequentialRates:
     mean_seeds_null: float
     mean_runs: float
     """Training runs per experiment: each method's seeds plus the baseline's (the most any method used)."""
+    undefined: float = 0.0
+    """Per comparison (every method): its method test was undefined at its last look (SE 0 or df < 1,
+    ``stats.SeedsRandomResult.undefined``), so it stayed undecided there."""
 
     def se(self, rate: float, per: int = 1) -> float:
         return math.sqrt(max(rate * (1 - rate), 1e-12) / (self.experiments * per))
@@ -246,7 +249,7 @@ def run_verdicts(design: Design, experiments: int, *, looks: tuple[int, ...] = (
     opts = replace(opts or ReportOptions(baseline=BASELINE, n_boot=50, n_perm=50), looks=looks)
     truth_ = truth(design)
     rng = np.random.default_rng(seed)
-    fw = fb = fwr = fe = ne = 0
+    fw = fb = fwr = fe = ne = nu = 0
     seeds_first, seeds_null, runs = [], [], []
     for _ in range(experiments):
         sig = significance_table(simulate(design, truth_, rng), opts, "").data
@@ -255,6 +258,7 @@ def run_verdicts(design: Design, experiments: int, *, looks: tuple[int, ...] = (
         null = [m for m in METHODS if m != METHODS[0] or not design.effect_pp]
         fw += any(avg.at[m, "verdict"] in ("better", "worse") for m in null)
         ne += sum(avg.at[m, "verdict"] == "equivalent" for m in null)
+        nu += int(avg["stop_reason"].str.contains("no between-seed variance|df .* < 1", regex=True).sum())
         first = avg.at[METHODS[0], "verdict"]
         fb, fwr, fe = fb + (first == "better"), fwr + (first == "worse"), fe + (first == "equivalent")
         seeds_first.append(used[METHODS[0]])
@@ -263,7 +267,7 @@ def run_verdicts(design: Design, experiments: int, *, looks: tuple[int, ...] = (
     r = experiments
     n_null = len(seeds_null) / r
     return SequentialRates(r, fw / r, fb / r, fwr / r, fe / r, ne / (r * n_null), float(np.mean(seeds_first)),
-                           float(np.mean(seeds_null)), float(np.mean(runs)))
+                           float(np.mean(seeds_null)), float(np.mean(runs)), nu / (r * len(METHODS)))
 
 
 def _pct(rate: float, se: float) -> str:
@@ -272,23 +276,24 @@ def _pct(rate: float, se: float) -> str:
 
 def sequential_report(looks: tuple[int, ...], experiments: int, *, seed_sd: float = 1.8, effect: float = 2.0,
                       margin: float = 2.0, fixed_seeds: Sequence[int] = (), problems: tuple[int, ...] = (200,),
-                      k: int = 4) -> list[str]:
+                      k: int = 4, interaction: float = Design.interaction) -> list[str]:
     """The acceptance rows of the sequential design and of fixed designs beside it (Markdown lines)."""
     opts = ReportOptions(baseline=BASELINE, n_boot=50, n_perm=50, equivalence_margin=margin)
     rows = ["| design | true Δ of the first method (pp) | any better/worse among equal methods (FWER) | "
             "first: better | first: equivalent | equal methods: equivalent | mean seeds first / equal | "
-            "mean runs |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "mean runs | method test undefined (SE 0 or df < 1) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     designs = [(f"sequential {','.join(map(str, looks))}", looks[-1], looks)]
     designs += [(f"fixed {s} seeds", s, ()) for s in fixed_seeds]
     for name, seeds, lk in designs:
         for eff in (0.0, effect, -margin):
-            d = Design(problems=problems, k=k, seeds=seeds, seed_sd_pp=seed_sd, effect_pp=eff)
+            d = Design(problems=problems, k=k, seeds=seeds, seed_sd_pp=seed_sd, effect_pp=eff, interaction=interaction)
             r = run_verdicts(d, experiments, looks=lk, opts=opts, seed=int(100 * abs(eff)) + 7 * seeds + (eff < 0))
             rows.append(
                 f"| {name} | {eff:+g} | {_pct(r.any_better_worse_null, r.se(r.any_better_worse_null))} | "
                 f"{_pct(r.first_better, r.se(r.first_better))} | {_pct(r.first_equivalent, r.se(r.first_equivalent))}"
                 f" | {_pct(r.null_equivalent, r.se(r.null_equivalent, 3 if eff else 4))} | "
-                f"{r.mean_seeds_first:.1f} / {r.mean_seeds_null:.1f} | {r.mean_runs:.1f} |")
+                f"{r.mean_seeds_first:.1f} / {r.mean_seeds_null:.1f} | {r.mean_runs:.1f} | "
+                f"{_pct(r.undefined, r.se(r.undefined, len(METHODS)))} |")
             print(rows[-1], flush=True)
     return rows
 
@@ -318,11 +323,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         looks = tuple(int(x) for x in args.sequential.split(","))
         sd = float(args.seed_sd.split(",")[0])
         print(f"{args.experiments} experiments per row; problems {problems}, k {args.k}, 4 methods vs {BASELINE} "
-              f"(the first with the true Δ, three equal), run-effect sd {sd:g} pp, margin ±{args.margin:g} pp; "
+              f"(the first with the true Δ, three equal), run-effect sd {sd:g} pp, ω {args.interaction:g}, "
+              f"margin ±{args.margin:g} pp; "
               "rates in % ± Monte-Carlo se")
         sequential_report(looks, args.experiments, seed_sd=sd, effect=args.effect, margin=args.margin,
                           fixed_seeds=[int(x) for x in args.fixed_seeds.split(",") if x], problems=problems,
-                          k=args.k)
+                          k=args.k, interaction=args.interaction)
         return 0
     print(f"{args.experiments} experiments per row; problems {problems}, k {args.k}, {args.seeds} seeds, "
           f"4 methods vs {BASELINE}, ω {args.interaction}; rates in % ± Monte-Carlo se")

@@ -27,7 +27,9 @@ Seeds random: the method test is a t test with Satterthwaite df (``stats.seeds_r
 with 3 seeds, so its power is the noncentral t's, P(|T_{df, δ/SE}| > t_{df, 1−α/2}), with SE and df from
 the expected mean squares at the design (n', S'); MDE solves power = 1 − β, ``problems_for_target_seeds_
 random`` is the least n' at S seeds and ``seeds_for_target`` the least S' ≥ 2 at n problems that reach it
-("not reachable" when no n' does: the seed variance alone exceeds what the target allows). ``*_holm``
+("not reachable" when no n' does: the seed variance alone exceeds what the target allows); NaN where every
+component is estimated 0, as the method test is undefined there (``stats.SeedsRandomResult.undefined``), not
+"MDE 0, 2 seeds". ``*_holm``
 uses α / m (m = methods compared, Holm's first step: the best method must pass it).
 """
 
@@ -98,6 +100,12 @@ def variance_components(diffs: np.ndarray) -> VarianceComponents:
     )
 
 
+def no_variance(vc: VarianceComponents) -> bool:
+    """Every component estimated 0: the paired differences are the same at every seed and problem (within
+    benchmarks), where the method test is undefined (``stats.SeedsRandomResult.undefined``)."""
+    return vc.var_problem == vc.var_seed == vc.var_resid == 0
+
+
 def z_factor(alpha: float, power: float = POWER) -> float:
     """z_{1−α/2} + z_{power}: 2.80 at α = 0.05, power 0.8."""
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
@@ -128,9 +136,10 @@ _QUANTILES = (_NODES + 1) / 2  # Gauss-Legendre on (0, 1)
 def t_power(delta: float, se: float, df: float, alpha: float) -> float:
     """Power of the two-sided t test of level α for a true mean ``delta``: the noncentral t's
     P(|T| > t_crit), as E_V[Φ(nc − c √(V/df)) + Φ(−nc − c √(V/df))] over V ~ χ²_df, integrated over V's
-    quantiles (scipy's ``nct`` returns NaN or 0 far in the tail, where Holm's small α puts it)."""
-    if se == 0:
-        return 1.0 if delta != 0 else alpha
+    quantiles (scipy's ``nct`` returns NaN or 0 far in the tail, where Holm's small α puts it). NaN at SE 0 or
+    df < 1, where the test decides nothing (``stats.seeds_random_test``)."""
+    if not se > 0 or not df >= 1:
+        return math.nan
     crit = float(student_t.ppf(1 - alpha / 2, df))
     nc = abs(delta) / se
     scale = crit * np.sqrt(chi2.ppf(_QUANTILES, df) / df)
@@ -145,9 +154,9 @@ def seeds_random_power(vc: VarianceComponents, delta: float, alpha: float, n: in
 
 
 def _t_mde(se: float, df: float, alpha: float, power: float) -> float:
-    """δ at which the t test of this SE and df has the given power."""
-    if se == 0:
-        return 0.0
+    """δ at which the t test of this SE and df has the given power (NaN where ``t_power`` is)."""
+    if not se > 0 or not df >= 1:
+        return math.nan
     hi = se * 10
     while t_power(hi, se, df, alpha) < power:
         hi *= 4
@@ -176,8 +185,9 @@ def c4(df: float) -> float:
 
 def random_seed_plan(vc: VarianceComponents, delta: float, alpha: float,
                      power: float = POWER) -> tuple[float, float, float]:
-    """Seeds random: (MDE at the current n and S, problems for δ at S seeds, seeds ≥ 2 for δ at n problems)."""
-    if math.isnan(vc.var_seed):
+    """Seeds random: (MDE at the current n and S, problems for δ at S seeds, seeds ≥ 2 for δ at n problems);
+    NaN with one seed or when every component is estimated 0 (no scale: module docstring)."""
+    if math.isnan(vc.var_seed) or no_variance(vc):
         return math.nan, math.nan, math.nan
     mde_r = seeds_random_mde(vc, alpha, power)
     n_needed = _least(lambda m: seeds_random_power(vc, delta, alpha, m, vc.seeds) >= power, 2, 10**7)
@@ -303,6 +313,8 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         f"{target:g} pp test at this many seeds allows. Seeds fixed (the checkpoint test): MDE = (z_{{1−α/2}} + "
         "z_{0.8}) · sd of the seed-averaged per-problem differences / √n. Holm columns use α / (methods "
         "compared). var_sampling = binomial noise of k independent samples (var_resid below it: paired samples "
-        "correlated). Seed variances from 2-3 seeds are rough (evaluation/report/power.py)."
+        "correlated). Seed variances from 2-3 seeds are rough; the seeds-random columns are empty where the paired "
+        "differences show no variance (the arms score alike at every seed: the method test is undefined, "
+        "nothing to scale from) (evaluation/report/power.py)."
     )
     return Table("power", caption, data, cols, footer, note=note)

@@ -25,7 +25,10 @@ uses the first S_k seeds (by id) common to both arms.
   intersection-union principle (Berger 1982) P(equivalent | |Δ| ≥ δ) ≤ α per comparison; equivalence is
   *not* Holm-adjusted across methods (each "equivalent" is its own claim at level α, documented in the
   table's note), which keeps its power at a true 0.
-- *Undecided*: neither, at the cap (``max_seeds``) or while seeds are still to come.
+- *Undecided*: neither, at the cap (``max_seeds``) or while seeds are still to come; also a look whose method
+  test is undefined (``SeedsRandomResult.undefined``: no between-seed variance, or df < 1) decides nothing, for
+  either test: skipping a look's rejection only lowers the error rates the boundaries spend, and more seeds
+  (the next look) are what can give the comparison a variance.
 
 Better / worse take precedence when both hold (then Δ is established and within the margin; the CI shows it).
 A fixed design (seed list) is the single look K = 1: c = z_{1−α/2}, i.e. the fixed-sample test with Holm.
@@ -46,7 +49,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from evaluation.report.load import AVG, EvalRecord, ReportOptions, main_benchmarks
-from evaluation.report.stats import SeedsRandomResult, paired_blocks, seeds_random_test
+from evaluation.report.stats import NEEDS_SEEDS, SeedsRandomResult, paired_blocks, seeds_random_test
 
 BETTER, WORSE, EQUIVALENT, UNDECIDED = "better", "worse", "equivalent", "undecided"
 VERDICTS = (BETTER, WORSE, EQUIVALENT, UNDECIDED)
@@ -135,11 +138,10 @@ def looks_schedule(start: int, step: int, max_seeds: int) -> tuple[int, ...]:
 
 
 def tost_p(test: SeedsRandomResult, margin: float) -> tuple[float, float]:
-    """(p_−, p_+) of the two one-sided tests H0: Δ ≤ −δ and H0: Δ ≥ +δ with the method test's SE and df."""
-    if math.isnan(test.se) or math.isnan(test.estimate):
+    """(p_−, p_+) of the two one-sided tests H0: Δ ≤ −δ and H0: Δ ≥ +δ with the method test's SE and df; NaN
+    where the method test is undefined (``SeedsRandomResult.undefined``: SE 0 or df < 1 decide nothing)."""
+    if test.undefined or math.isnan(test.estimate):
         return math.nan, math.nan
-    if test.se == 0:
-        return float(test.estimate <= -margin), float(test.estimate >= margin)
     lower = float(student_t.sf((test.estimate + margin) / test.se, test.df))
     upper = float(student_t.cdf((test.estimate - margin) / test.se, test.df))
     return lower, upper
@@ -226,14 +228,17 @@ def decide(final: Mapping[str, Mapping[int, Mapping[str, EvalRecord]]], baseline
         if d.decided:
             continue
         if d.test is None or d.seeds < 2:
-            d.reason = "needs ≥ 2 seeds"
-        elif fixed:
+            d.reason = NEEDS_SEEDS
+            continue
+        if fixed:
             d.reason = f"fixed design ({d.seeds} seeds)"
         elif d.seeds >= looks[-1]:
             d.reason = f"max_seeds reached ({d.seeds} seeds)"
         else:
             nxt = looks[d.look] if d.look < len(looks) else looks[-1]
             d.reason = f"waiting for seeds (next look at {nxt})"
+        if d.test.undefined:
+            d.reason += f"; {d.test.undefined}"
     return out
 
 

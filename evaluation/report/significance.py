@@ -22,6 +22,7 @@ from evaluation.report.load import (
 from evaluation.report.render import Column, Table
 from evaluation.report.sequential import BETTER, EQUIVALENT, UNDECIDED, WORSE, decide, tost_p, verdict_rule
 from evaluation.report.stats import (
+    NEEDS_SEEDS,
     final_records,
     holm,
     paired_blocks,
@@ -99,7 +100,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
                 "df": method_test.df, "p": method_test.p,
                 "ckpt_ci_lo": ckpt.ci_lo, "ckpt_ci_hi": ckpt.ci_hi, "p_ckpt_bootstrap": ckpt.p_bootstrap,
                 "p_ckpt_permutation": ckpt.p_permutation, "claimed_gain": claim, "claim_inside_ci": inside,
-                "p_tost": max(tost_p(method_test, opts.equivalence_margin)),
+                "p_tost": max(tost_p(method_test, opts.equivalence_margin)), "undefined": method_test.undefined,
                 "signal_sd": snr[scope][0], "noise_sd": snr[scope][1], "snr": snr[scope][2],
                 **drop_fields([final[method][s][b] for s in seeds for b in names if b in final[method][s]]),
             })
@@ -109,7 +110,7 @@ def significance_table(res: Results, opts: ReportOptions, footer: str) -> Table:
         "p_ckpt_holm", "claimed_gain", "claim_inside_ci", "p_tost", "margin", "verdict", "look", "level",
         "stop_reason", "signal_sd", "noise_sd", "snr", *DROP_COLUMNS,
     ]  # fmt: skip
-    data = pd.DataFrame(rows, columns=[c for c in columns if c not in VERDICT_COLUMNS])
+    data = pd.DataFrame(rows, columns=[c for c in columns if c not in VERDICT_COLUMNS] + ["undefined"])
     data["p_holm"] = math.nan
     data["p_ckpt_holm"] = math.nan
     for family in (FAMILY_CONFIRMATORY, FAMILY_EXPLORATORY):
@@ -171,7 +172,8 @@ def _verdicts(data: pd.DataFrame, res: Results, opts: ReportOptions, final, benc
     fixed = [s if ph < opts.alpha else EQUIVALENT if pt < opts.alpha else UNDECIDED
              for s, ph, pt in zip(sign, data["p_holm"], data["p_tost"])]
     data["verdict"], data["look"], data["level"] = fixed, 1, opts.alpha
-    data["stop_reason"] = "exploratory cell (fixed-sample rule)"
+    data["stop_reason"] = ["exploratory cell (fixed-sample rule)" + (f"; {why}" if why not in ("", NEEDS_SEEDS) else "")
+                           for why in data["undefined"]]
     methods = [m for m in data["method"].unique()]
     decisions = decide(final, opts.baseline, methods, benches, looks=opts.looks, alpha=opts.alpha,
                        margin=opts.equivalence_margin, kind=opts.spending)

@@ -164,6 +164,9 @@ def crossed_anova(blocks: Sequence[np.ndarray]) -> CrossedAnova:
     return CrossedAnova(n, s, grand, ms_p, ms_s, ms_r, df_p, df_s, df_r)
 
 
+NEEDS_SEEDS = "needs ≥ 2 seeds"
+
+
 @dataclass(frozen=True)
 class SeedsRandomResult:
     """A mean with seeds and problems both random: t interval and two-sided p (H0: mean 0)."""
@@ -176,6 +179,20 @@ class SeedsRandomResult:
     p: float
     n_units: int
     seeds: int
+
+    @property
+    def undefined(self) -> str:
+        """Why this test cannot decide anything (empty when it can): fewer than 2 seeds, or a degenerate
+        variance estimate (``seeds_random_test``), where p and the interval are NaN, not 0 and a point."""
+        if self.seeds < 2 or math.isnan(self.se):
+            return NEEDS_SEEDS
+        if self.se == 0:
+            same = " (the arms score alike on every problem)" if self.estimate == 0 else ""
+            return (f"no between-seed variance: the paired differences are the same at each of the {self.seeds} "
+                    f"seeds{same}, so the test has no SE")
+        if self.df < 1:
+            return f"Satterthwaite df {self.df:.2f} < 1: the variance estimate carries no usable information"
+        return ""
 
 
 def seeds_random_variance(a: CrossedAnova) -> tuple[float, float]:
@@ -207,15 +224,22 @@ def seeds_random_test(blocks: Sequence[np.ndarray], *, alpha: float = 0.05) -> S
     ``blocks``: one [problems, seeds] array per stratum (benchmark), the same seeds in every block. The
     interval is ȳ ± t_{df, 1−α/2} · SE with ``seeds_random_variance``; needs ≥ 2 seeds (else NaN: one
     training run says nothing about the next). Calibrated by ``evaluation.report.calibrate``.
+
+    Degenerate estimates give p and interval NaN (``SeedsRandomResult.undefined`` says why), never a verdict:
+    a variance estimate of exactly 0 (every seed's paired differences identical, e.g. arms whose samples
+    agree under common random numbers) has a χ² interval {0} for the variance (the normal model behind the t
+    is falsified by it, not confirmed: one more seed can break the tie), so t = Δ̂/0 would claim infinite
+    confidence; and a Satterthwaite df < 1 (the problem term nearly cancelled by the residual) leaves the t
+    reference without a usable scale. No SE floor from the sampling noise of one evaluation either: under
+    common random numbers that noise is not part of Var(Δ̂), so a floor would be a made-up SE of unknown level.
     """
     a = crossed_anova(blocks)
     nan = math.nan
     if a.seeds < 2 or a.n < 2 or math.isnan(a.ms_resid):
         return SeedsRandomResult(a.mean, nan, nan, nan, nan, nan, a.n, a.seeds)
     var, df = seeds_random_variance(a)
-    if var <= 0:
-        p = 1.0 if a.mean == 0 else 0.0
-        return SeedsRandomResult(a.mean, 0.0, df, a.mean, a.mean, p, a.n, a.seeds)
+    if var <= 0 or df < 1:
+        return SeedsRandomResult(a.mean, math.sqrt(max(var, 0.0)), df, nan, nan, nan, a.n, a.seeds)
     se = math.sqrt(var)
     half = float(student_t.ppf(1 - alpha / 2, df)) * se
     p = float(2 * student_t.sf(abs(a.mean) / se, df))

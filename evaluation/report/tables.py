@@ -51,11 +51,11 @@ def _problem_seed_accuracy(by_seed: Mapping[int, EvalRecord]) -> np.ndarray:
 
 def accuracy_interval(blocks: Sequence[np.ndarray], opts: ReportOptions) -> tuple[float, float]:
     """CI of a method's expected accuracy (%): seeds and problems random with ≥ 2 seeds (``seeds_random_test``,
-    cut to [0, 100]), else the bootstrap over problems, which is conditional on the one seed."""
+    cut to [0, 100]), else (or when that test is undefined) the bootstrap over problems, conditional on the seeds."""
     blocks = [b for b in blocks if b.size]
     if blocks and blocks[0].shape[1] >= 2:
-        result = seeds_random_test(blocks, alpha=opts.alpha)
-        return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
+        if not (result := seeds_random_test(blocks, alpha=opts.alpha)).undefined:
+            return max(0.0, result.ci_lo), min(100.0, result.ci_hi)
     return stratified_bootstrap_ci([b.mean(axis=1) for b in blocks], n_boot=opts.n_boot, seed=opts.seed,
                                    alpha=opts.alpha)
 
@@ -118,17 +118,20 @@ def main_table(res: Results, opts: ReportOptions, footer: str, significance: Tab
 
 
 def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions) -> Table:
-    """The main table plus the significance table's Avg verdict per method (better / worse / equivalent within
-    ±δ / undecided vs the baseline), inserted before the Δ column, and the rule in the note."""
+    """The main table plus the significance table's Avg verdict per method after the Δ column; the note has the
+    rule and, with seeds on demand, each method's seeds and why it stopped (significance.md's stop_reason)."""
     avg = significance[significance["scope"] == AVG]
     verdicts = dict(zip(avg["method"], avg["verdict"]))
-    data = table.data.copy()
-    data["verdict"] = [verdicts.get(m, "") for m in data["method"]]
+    data = table.data.assign(verdict=[verdicts.get(m, "") for m in table.data["method"]])
     cols = list(table.columns)
     at = next(i for i, c in enumerate(cols) if c.value == f"{AVG}_delta") + 1
     cols.insert(at, Column(f"verdict (±{opts.equivalence_margin:g} pp)", "verdict", kind="str", align="l"))
-    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.")
-                    if x)
+    seeds = dict(zip(data["method"], data["seeds"]))
+    why = [f"{method_label(m)}: {seeds.get(m, '?')} seeds, {r}" for m, r in zip(avg["method"], avg["stop_reason"])]
+    auto = (f"Seeds on demand (looks at {', '.join(map(str, opts.looks))} seeds; {method_label(opts.baseline)}: "
+            f"{seeds.get(opts.baseline, '?')} seeds, as many as any method): {'; '.join(why)}.") if opts.looks else ""
+    note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.",
+                                auto) if x)
     return replace(table, data=data, columns=tuple(cols), note=note)
 
 

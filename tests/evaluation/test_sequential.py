@@ -68,6 +68,30 @@ def test_tost_uses_the_method_test_estimate_se_and_df() -> None:
     assert lo == pytest.approx(float(student_t.sf(2.5 / 0.4, 3)))
     assert hi == pytest.approx(float(student_t.cdf(-1.5 / 0.4, 3)))
     assert max(tost_p(SeedsRandomResult(3.0, 0.4, 3.0, 0, 0, 0, 200, 4), 2.0)) > 0.5
+    # no SE, or a Satterthwaite df below 1: neither one-sided test can reject (NaN), whatever the margin
+    for se, df in ((0.0, 3.0), (0.4, 0.8)):
+        degenerate = SeedsRandomResult(0.0, se, df, math.nan, math.nan, math.nan, 200, 4)
+        assert degenerate.undefined and all(math.isnan(p) for p in tost_p(degenerate, 1000.0))
+
+
+def test_identical_arms_are_undecided_not_equivalent() -> None:
+    """Arms whose samples agree at every seed (run-effect sd 0, no run × problem effect: common random numbers
+    make every method's samples the baseline's) give a variance estimate of 0. Neither TOST nor Holm decides
+    then, at any margin (a 1000 pp margin was 'equivalent', a 0.01 pp one too); the plan adds seeds up to the
+    cap; every row says why."""
+    design = calibrate.Design(seeds=3, seed_sd_pp=0.0, interaction=0.0)
+    res = calibrate.simulate(design, calibrate.truth(design), np.random.default_rng(0))
+    for margin in (0.01, 1000.0):
+        out = plan.plan(res, methods=["dapo", *calibrate.METHODS], baseline="dapo", looks=[3, 6], look=1,
+                        margin=margin)
+        assert all(v["verdict"] == "undecided" and "no between-seed variance" in v["reason"]
+                   for v in out["verdicts"].values()), out["verdicts"]
+        assert set(out["seeds"].values()) == {6}
+        sig = significance_table(res, ReportOptions(baseline="dapo", n_boot=20, n_perm=20,
+                                                    equivalence_margin=margin), "").data
+        assert (sig["verdict"] == "undecided").all() and sig["p"].isna().all() and sig["p_tost"].isna().all()
+        assert sig["stop_reason"].str.contains("no between-seed variance").all()
+        assert sig["delta_ci_lo"].isna().all() and (sig["delta"] == 0).all()
 
 
 def test_fixed_design_verdicts_are_holm_and_tost_at_the_seeds_present() -> None:
@@ -103,7 +127,7 @@ def test_calibrate_sequential_command_prints_the_acceptance_rows(capsys: pytest.
     assert calibrate.main(["--experiments", "2", "--sequential", "3,6", "--fixed-seeds", "6"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| sequential") or
             line.startswith("| fixed")]
-    assert len(rows) == 6 and all(line.count("|") == 9 for line in rows)
+    assert len(rows) == 6 and all(line.count("|") == 10 for line in rows)
 
 
 def test_the_plan_adds_seeds_only_to_undecided_methods() -> None:

@@ -26,6 +26,9 @@ def test_real_cpu_dry_run_has_every_method_credit_analysis_and_both_suites(tmp_p
     text = snakemake(tmp_path, "-n", "-p", "--configfile", str(EXPERIMENTS / "real_cpu.yaml"))
     jobs = job_counts(text)
     assert jobs["rl"] == 20 and jobs["credit_analysis"] == 1  # grpo, dapo, dapo_twin, delta, cf x 4 seeds
+    assert jobs["real_credit"] == 1 and "credit_fidelity" not in jobs  # real text: Monte-Carlo truth (issue 34)
+    real = next(line for line in text.splitlines() if "-m training.studies.real_credit" in line)
+    assert "models/sft" in real and "runs/dapo/seed0/checkpoints/step12" in real and "--seed 0" in real
     # the SFT start once per suite (greedy: it was 4 identical evaluations, one per seed); steps 6 and 12 per run
     assert jobs["eval_generate_real"] == 1 + 20 and jobs["eval_generate_curve"] == 1 + 40
     assert "-m training.prepare_data" in text and "accelerate" not in text
@@ -62,6 +65,9 @@ def test_real_cpu_smoke_runs_the_whole_dag_to_every_table_and_figure(tmp_path):
     assert manifest["train_data"]["reasoning_gym"] == "0.1.25" and manifest["files"]["train"]["count"] == 16
     analysis = json.loads((out / "analysis" / "sft" / "summary.json").read_text())
     assert "real_text" in analysis["cf"]
+    for name in ("sft", "dapo_seed0_step2"):  # rule real_credit (issue 34): lambda~ by class, CF, MC fidelity
+        real = json.loads((out / "analysis" / "real_text" / name / "summary.json").read_text())
+        assert real["n_responses"] == 4 and [r["preset"] for r in real["fidelity"]][:3] == ["dapo", "delta", "cf"]
 
 
 def test_trl_cpu2_overlay_launches_two_gloo_processes_from_the_rule(tmp_path):

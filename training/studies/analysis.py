@@ -302,6 +302,8 @@ class BatchCredit:
     delta_adv: torch.Tensor  # [B]
     delta_mask: torch.Tensor  # [B, R]
     lam: torch.Tensor  # [B, R] DelTA λ~ (0 off the mask)
+    p: torch.Tensor  # [B, R] pi_old(o_t)
+    v_norm: torch.Tensor  # [B, R] ||v|| = (1 - p) ||h||, DelTA's gradient proxy (delta_probe)
     cf_adv: torch.Tensor  # [B]
     cf_mask: torch.Tensor  # [B, R]
     cf_w: torch.Tensor  # [B, R] CF w (0 off the mask)
@@ -322,7 +324,9 @@ def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta
                               loss_mask=c_mask, rewards=None, generator=generator)
     with torch.no_grad():
         w, records = cf_with_spans(batch, **cf_preset.knobs)
-    return BatchCredit(rollout=ro, delta_adv=d_adv, delta_mask=d_mask, lam=lam, cf_adv=c_adv, cf_mask=c_mask,
+    p = old_logp.exp()
+    return BatchCredit(rollout=ro, delta_adv=d_adv, delta_mask=d_mask, lam=lam, p=p,
+                       v_norm=(1 - p) * hidden.float().norm(dim=-1), cf_adv=c_adv, cf_mask=c_mask,
                        cf_w=w * c_mask, spans=tuple(records))
 
 

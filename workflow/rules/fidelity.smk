@@ -2,6 +2,9 @@
 # preset (final checkpoints, each seed) and of the controls on the shared SFT checkpoint, against exact
 # token importance; plus the per-step LM-head gradient SNR table. Synthetic task only. The report rule
 # copies the tables and figure into tables/ and figures/ (its directory outputs).
+# On real text with the CPU-size real model (issue 34, rule real_credit, training.studies.real_credit): DelTA's
+# lambda~ by real-text token class, CF's spans and drops, and every preset's credit against Monte-Carlo
+# importance, on the start model and the baseline's final checkpoint (first seed), in analysis/real_text/.
 from training.presets import get_preset  # noqa: E402
 
 FIDELITY_DIR = f"{OUT}/fidelity"
@@ -25,8 +28,27 @@ FIDELITY_TABLES = [f"{FIDELITY_DIR}/{n}.{e}" for n in ("credit_fidelity", "gradi
 FIDELITY_FIGURES = [f"{FIDELITY_DIR}/credit_fidelity.{e}" for e in ("png", "pdf")]
 
 
+def real_credit_runs() -> list[tuple[str, str]]:
+    """(name, model folder) probed on real text, where the only ground truth is Monte-Carlo: empty unless
+    fidelity.enabled and fidelity.mc.enabled, on a CPU-size real model (model.convert_gguf) and real data."""
+    fid = CFG.fidelity
+    if not (fid.enabled and fid.mc.enabled) or DATA_MODULE == "training.data" or not CFG.credit_analysis:
+        return []
+    seed, step, base = (CFG.fidelity.seeds or CFG.seeds)[0], CFG.rl.steps, CFG.report.baseline
+    runs = [("sft", f"{OUT}/models/sft")]
+    if base in CFG.methods:
+        runs.append((f"{base}_seed{seed}_step{step}", f"{OUT}/runs/{base}/seed{seed}/checkpoints/step{step}"))
+    return runs
+
+
+REAL_CREDIT_RUNS = real_credit_runs()
+REAL_CREDIT_FILES = ("delta_lambda_by_class.md", "delta_lambda_by_class.csv", "cf_real_text.md",
+                     "credit_fidelity_mc.md", "credit_fidelity_mc.csv", "mc_records.jsonl", "summary.json")
+
+
 def fidelity_outputs() -> list[str]:
-    return FIDELITY_TABLES + FIDELITY_FIGURES if FIDELITY_ROWS else []
+    real = [f"{OUT}/analysis/real_text/{name}/{f}" for name, _ in REAL_CREDIT_RUNS for f in REAL_CREDIT_FILES]
+    return (FIDELITY_TABLES + FIDELITY_FIGURES if FIDELITY_ROWS else []) + real
 
 
 def fidelity_copy() -> str:
@@ -60,3 +82,26 @@ if FIDELITY_ROWS:
         shell:
             "{PY} -m training.studies.fidelity_run --config {CONFIG_FILE} --train {input.train} "
             "--out-dir {FIDELITY_DIR} {params.rows} {params.metrics} > {log} 2>&1"
+
+
+if REAL_CREDIT_RUNS:
+
+    rule real_credit:
+        input:
+            models=[model for _, model in REAL_CREDIT_RUNS],
+            train=f"{OUT}/data/train.jsonl",
+        output:
+            [f"{OUT}/analysis/real_text/{name}/{f}" for name, _ in REAL_CREDIT_RUNS for f in REAL_CREDIT_FILES],
+        params:
+            runs=" ".join(f"--model-dir {model} --out-dir {OUT}/analysis/real_text/{name}"
+                          for name, model in REAL_CREDIT_RUNS),
+            seed=(CFG.fidelity.seeds or CFG.seeds)[0],
+            config=config_digest("real_credit"),
+        log:
+            f"{OUT}/logs/real_credit.log",
+        conda:
+            "../../envs/eval.yaml"
+        threads: 1
+        shell:
+            "{PY} -m training.studies.real_credit --config {CONFIG_FILE} --train {input.train} {params.runs} "
+            "--seed {params.seed} > {log} 2>&1"

@@ -360,6 +360,7 @@ def test_real_text_summary_without_markers_or_scored_spans() -> None:
     assert rt["share_with_marker"] == 0.5 and rt["markers"]["####"] == 1 and rt["spans_per_response"] == 1.0
     assert rt["spans_by_kind"] == {"arithmetic": 1, "sentence": 1} and rt["drop"] is None
     assert rt["share_drop_positive"] is None and rt["n_spans_scored"] == 0
+    assert rt["spans_histogram"] == {"0": 1, "2": 1} and rt["drop_by_kind"] == {"arithmetic": None, "sentence": None}
 
 
 @pytest.mark.parametrize("statement, kind", [("\\boxed{4}", "boxed"), ("#### 42", "####"),
