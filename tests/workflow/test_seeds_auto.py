@@ -46,7 +46,8 @@ def seeds_run(out: Path) -> dict[str, list[int]]:
 
 def stamps(out: Path) -> dict[Path, int]:
     """mtime of every file of the shared SFT model and of seeds 1-2 (runs and evaluations)."""
-    files = [*(out / "models" / "sft").rglob("*"), *out.glob("runs/*/seed[12]/**/*"), *out.glob("eval/curve/*/seed[12]/**/*")]
+    files = [*(out / "models" / "sft").rglob("*"), *out.glob("runs/*/seed[12]/**/*"),
+             *out.glob("eval/curve/*/seed[12]/**/*")]
     return {p: p.stat().st_mtime_ns for p in files if p.is_file()}
 
 
