@@ -161,6 +161,12 @@ Changelog
   phrase is 3.14 (still wrong against ``\\pi``); "The correct option is B." and a lone "**B**" line are letters;
   "z = 3 + 4i" closes a sentence; "36 cm^2" is 36; a trailing clause offering another value ("3 — or maybe 4",
   "3 (possibly 4)") is not cut, so the hedge is never right.
+* ``creditbench-grader/8`` (2026-12-06, issue 38, from the eight misses of blind set D): remark paragraphs closing
+  the response after its committed value (a ``---`` rule, "*Remark:*", "Note:", "Check:") are not the answer; a
+  closing line of praise ("Great job, class! That's 16 more ...") is skipped even with numbers; ``$x = 1$, $y = -2$``
+  (distinct variables, no "or") is the tuple ``(1, -2)``; a value stated after a sentence's last math span
+  ("..., so the vertex is (1.5, 0).", "which is 4π."); Unicode ``∞``, ``∪``, ``∩`` in closing sentences; "1011 in
+  base 2" is ``1011_2``.
 """
 
 from __future__ import annotations
@@ -177,7 +183,7 @@ from evaluation.grading.extract import answer_start, extract_answer, last_boxed,
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/7"
+GRADER_VERSION = "creditbench-grader/8"
 
 log = logging.getLogger(__name__)
 

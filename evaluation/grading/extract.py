@@ -77,7 +77,8 @@ _REASON_CLAUSE_RE = re.compile(r"(?i),?\s+(?:since|because|given\s+that)\s+(?=[a
 _PHRASE_CLAUSE_RE = re.compile(rf"{_REASON_CLAUSE_RE.pattern}|(?i:,\s+(?:which|not|rather\s+than)\s+)"
                                r"|(?i:,?\s+and\s+(?=(?:the|it|this|that|so|we|he|she|they|its|there)\s))")
 _FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", "？": "? ", "；": "; ", "（": "(",
-                            "）": ")", "π": "\\pi ", "√": "\\sqrt", "−": "-"})
+                            "）": ")", "π": "\\pi ", "√": "\\sqrt", "−": "-",
+                            "∞": "\\infty ", "∪": "\\cup ", "∩": "\\cap "})
 _CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
 # a closing line that asks the reader something states nothing ("Does that make sense?")
 _ASK_BACK_RE = re.compile(r"(?i)^(?![^\n]*[.!]\s+[A-Z])(?=.*\?\s*$).*\b(?:you|me|make\s+sense|anything\s+else|clarif)\b"
@@ -111,7 +112,9 @@ _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[
                                 r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
-    r"(?i)^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
+    r"(?i)^\W*(?:(?:great|good|nice|excellent|awesome|amazing|fantastic|super|wonderful)\s+(?:job|work|effort)"
+    r"|well\s+done|congratulations|congrats|bravo|keep\s+(?:it\s+)?up|way\s+to\s+go)\b"  # praise, numbers or not
+    r"|^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
     r"|^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\W*$"  # an answer label left empty
     r"|^\W*(?:so,?\s+)?(?:this|that)\s+is\s+(?:the|our|my)\s+(?:final\s+)?answer\W*$"  # "This is the answer."
 )
@@ -287,6 +290,51 @@ def _cjk_spaced(line: str) -> str:
     return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
+# a remark closing the response after its committed answer (a "---" rule, "*Remark:*", "Note:", "Check:" opening
+# each of its last paragraphs): its values are not the answer
+_ASIDE_RE = re.compile(r"(?i)^[ \t]*(?:(?:-{3,}|\*{3,}|_{3,})[ \t]*(?:\n|$)|[*_>]*[ \t]*(?:remarks?|notes?|aside|check|"
+                       r"sanity\s+check|verification|p\.?\s?s\.?)[ \t]*[*_]*[ \t]*[:.—-])")
+
+
+def _aside_cut(text: str) -> str:
+    """``text`` before the remark paragraphs that close it, when what precedes them closes with a value."""
+    paras = re.split(r"(\n[ \t]*\n)", text)  # paragraphs at even indexes
+    k = len(paras) - 1
+    while k >= 2 and paras[k].strip() == "":
+        k -= 2
+    for _ in range(8):  # a few remark paragraphs at most: linear time on "\n\nNote:" repeated
+        if k < 2 or not _ASIDE_RE.match(paras[k].lstrip("\n")):
+            break
+        k -= 2
+        head = "".join(paras[: k + 1])
+        if head.strip() and _closing_statement(head) is not None:
+            return head
+    return text
+
+
+def _joined_values(spans: list[str], gaps: str) -> str:
+    """``$x = 1$ and $x = -3$`` -> ``1, -3`` (a list; "or": a hedge, a list too); ``$x = 1$, $y = -2$`` -> ``(1, -2)``:
+    values of distinct variables, joined without "or", are one solution of a system, a tuple in order."""
+    named = [re.match(r"^\s*([a-zA-Z])\s*=\s*(.+)$", _rhs(s)) for s in spans]
+    values = ", ".join(re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", _rhs(s)) for s in spans)
+    if all(named) and len({m.group(1) for m in named}) == len(named) and not re.search(r"(?i)\bor\b", gaps):
+        return f"({values})"
+    return values
+
+
+def _stated_after(tail: str) -> str | None:
+    """The value stated after a sentence's last math span ("..., so the vertex is (1.5, 0).", "which is 4\\pi."):
+    only with a stating verb, so a trailing hedge ("$3$ or maybe 4") states nothing."""
+    verb = _CLOSING_VERB_RE.search(tail)
+    if verb:
+        return verb.group(1).strip()
+    struct = _CLOSING_STRUCT_RE.search(tail)
+    if struct and _STRUCT_LEAD_RE.search(tail[: struct.start(1)]):
+        return struct.group(1).strip()
+    tex = _CLOSING_TEX_RE.search(tail)
+    return tex.group(1).strip() if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) else None
+
+
 def _closing_statement(text: str) -> str | None:
     """The value a response states in its closing line when it has no box and no "answer is" phrase."""
     tail = text.rstrip()
@@ -321,9 +369,9 @@ def _closing_statement(text: str) -> str | None:
             while k > 0 and _SPAN_JOIN_RE.fullmatch(sentence[found[k - 1].end() : found[k].start()]):
                 k -= 1  # "$x = 1$ and $x = -3$": one list ("$3$ or $4$": a hedge, a list too)
             if k < len(found) - 1:
-                return ", ".join(re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", _rhs(s)) for s in spans[k:])
+                return _joined_values(spans[k:], sentence[found[k].end() : found[-1].start()])
             return _rhs(spans[-1]) or None
-        return None
+        return _stated_after(sentence[list(_MATH_SPAN_RE.finditer(sentence))[-1].end() :])
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
         return next(g for g in choice.groups() if g)  # "The correct option is (D).", "option B", a lone "B"
@@ -454,7 +502,8 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
     if gsm and gsm[-1].strip():
         return _drop_trailing_words(gsm[-1].strip()), gsm_matches[-1].start()
     blanked = _ECHO_BOX_RE.sub(lambda m: " " * len(m.group()), text)  # the same cut, offsets kept
-    return _closing_statement(_ECHO_BOX_RE.sub("", text)), _closing_start(blanked)
+    head = _aside_cut(blanked)
+    return _closing_statement(_ECHO_BOX_RE.sub("", text[: len(head)])), _closing_start(head)
 
 
 @lru_cache(maxsize=16384)

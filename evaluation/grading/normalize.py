@@ -59,6 +59,8 @@ LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|{_NAME}(?:\s*:\s*{_NAME})+|[A
 _ASSIGN_RE = re.compile(rf"^{LABEL}\s*=\s*")
 _IN_RE = re.compile(rf"^{_VAR}\s*\\in(?![a-zA-Z])\s*")
 CHOICE_RE = re.compile(r"^\(?([A-E])\)?$")
+_BASE_WORDS_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)\s*(?:\(\s*|in\s+|,\s*)?base[\s\-]*(\d+)\s*\)?\.?$",
+                            re.I)
 BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
 
 
@@ -226,7 +228,7 @@ def normalize_answer(raw: str) -> Norm:
     plain = raw.strip()
     if _PLAIN_RE.fullmatch(plain):  # fast lane: 42, -3.5, 1,000
         return Norm(text=plain.replace(",", ""), pct=False, deg=False, is_text=False)
-    s = _strip_delims(raw)
+    s = _BASE_WORDS_RE.sub(r"\1_{\2}", _strip_delims(raw))  # "1011 in base 2" is 1011_2
     if s.endswith("\\") and not s.endswith("\\\\"):
         s = s[:-1].rstrip()  # a control space ``\ `` whose space the extraction trimmed: ``5\``
     for a, b in _UNICODE:

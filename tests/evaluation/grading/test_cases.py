@@ -11,12 +11,13 @@ bare gold, bare LaTeX and e-notation closing sentences, money equations, leaked 
 equations with a sum, set C's misses); ``issue38_s12.tsv`` probes each kind of issue 38 in many phrasings
 (separators ``{,}`` and apostrophes, English/French/German/Spanish/Chinese closing verbs, bare intervals, sets,
 tuples and matrices, units, number words, ``=`` chains, hedges, near misses, leaked turns, trailing clauses and
-questions back to the user). ``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500
-levels 1-2, GSM8K; sampled at temperature 0.7 through ``evaluation.generation.hf``), each adjudicated by hand
-against its gold; ``why`` says what the response concludes.  The adjudication is accept or reject: ``correct``
-rows are the ones a careful grader accepts, and a rejected row keeps the checker's own reject reason (``wrong``
-when it states a value, ``no_answer`` when it states none).  In ``response`` the character ``⏎`` stands for a
-newline (tabs are written as four spaces).
+questions back to the user) and set D's eight misses as general rules (``blind_d`` rows: remarks after the
+answer, praise lines, systems as tuples, values after the last math span, Unicode intervals, bases in words).
+``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at temperature
+0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its gold; ``why`` says what the response
+concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a careful grader accepts, and a
+rejected row keeps the checker's own reject reason (``wrong`` when it states a value, ``no_answer`` when it states
+none).  In ``response`` the character ``⏎`` stands for a newline (tabs are written as four spaces).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def test_non_positive_timeout_is_rejected(timeout_s: float) -> None:
     ("The answer is " + "(" * 100_000, 1.0),
     ("Thus we get \\{" + "\\frac{1}{2}, " * 30, 1.0),  # a closing set: no backtracking over command names
     ("The values are " + "1, " * 130 + "and", 1.0),  # a closing list: atomic items
+    ("So $x = 5$." + "\n\nNote: a" * 2_400, 0.05),  # remark paragraphs: a bounded number tried (was 0.3 s)
 ])
 def test_adversarial_inputs_are_linear(response: str, limit_s: float) -> None:
     """Extraction and normalisation are linear with the caps applied first (the issue measured 42 s and hangs)."""
