@@ -93,36 +93,23 @@ class RLConfig:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
-    benchmarks: tuple[str, ...]
-    k: int
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    batch_size: int
-    limit: int | None
-    subset_seed: int
-    template: str
-    backend: str
-    grader_timeout_s: float
-
-
-@dataclass(frozen=True)
-class RealEvalConfig:
-    """Real benchmarks on chosen checkpoints (rules real_generate, real_score, real_report)."""
+class SuiteConfig:
+    """Config ``eval.suites.<name>``: sets, checkpoints, sampling (``evaluation.driver.Sampling.from_suite``)."""
 
     sets: tuple[str, ...]
-    limit: int | None
-    limit_per_set: Mapping[str, int | None]
-    subset_seed: int
     checkpoints: tuple[str, ...]
-    seeds: tuple[int, ...] | None
+    seeds: str | tuple[int, ...]  # all | first | the list
     methods: tuple[str, ...] | None
     k: int
     temperature: float
     top_p: float
     max_new_tokens: int
     batch_size: int
+    per_problem_seeds: bool
+    limit: int | None
+    limit_per_set: Mapping[str, int | None]
+    subset_seed: int
+    template: str | None
     templates: Mapping[str, str]
     num_fewshot: int
     mcq_protocol: str
@@ -132,11 +119,18 @@ class RealEvalConfig:
         return self.limit_per_set[name] if name in self.limit_per_set else self.limit
 
 
-def _build_real_eval(section: Mapping[str, Any]) -> RealEvalConfig:
-    s = dict(section)
-    for key in ("sets", "checkpoints", "seeds", "methods"):
-        s[key] = None if s[key] is None else tuple(s[key])
-    return _build(RealEvalConfig, s)
+@dataclass(frozen=True)
+class EvalConfig:
+    backend: str
+    grader_timeout_s: float
+    suites: Mapping[str, SuiteConfig]  # curve: OUT/tables; every other suite: OUT/<suite>_tables
+
+
+def _build_eval(section: Mapping[str, Any]) -> EvalConfig:
+    tup = lambda v: v if v is None or isinstance(v, str) else tuple(v)  # noqa: E731
+    suites = {name: _build(SuiteConfig, {k: tup(v) if isinstance(v, list) or k == "methods" else v
+                                         for k, v in suite.items()}) for name, suite in section["suites"].items()}
+    return EvalConfig(backend=section["backend"], grader_timeout_s=section["grader_timeout_s"], suites=suites)
 
 
 @dataclass(frozen=True)
@@ -318,7 +312,6 @@ class Config:
     sft: SFTConfig
     rl: RLConfig
     eval: EvalConfig
-    real_eval: RealEvalConfig
     data: DataConfig
     report: ReportConfig
     runtime: RuntimeConfig
@@ -346,14 +339,18 @@ class Config:
 
 
 def _with_defaults(validator_class):
-    """A jsonschema validator that fills ``default`` values while validating (as Snakemake does)."""
+    """A jsonschema validator that fills ``default`` values while validating (as Snakemake does); an object
+    default is the base a given object is merged over (``eval.suites``: a suite written keeps its built-in keys)."""
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):
         if isinstance(instance, dict):
             for name, sub in properties.items():
+                default = json.loads(json.dumps(sub.get("default")))
                 if "default" in sub and name not in instance:
-                    instance[name] = json.loads(json.dumps(sub["default"]))
+                    instance[name] = default
+                elif isinstance(default, dict) and isinstance(instance.get(name), dict):
+                    instance[name] = deep_merge(default, instance[name])  # eval.suites: over the built-in suites
         yield from validate_properties(validator, properties, instance, schema)
 
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
@@ -371,6 +368,7 @@ def validate_config(raw: Mapping[str, Any]) -> dict:
 
     Strings are first read as the numbers / booleans / nulls the schema asks for: PyYAML (YAML 1.1) reads
     ``1e-4`` as a string, and Snakemake's ``--config 'rl={lr: 1e-4}'`` delivers every nested value as one."""
+    _check_moved(raw)
     schema = load_schema()
     data = coerce(json.loads(json.dumps(raw)), schema)  # deep copy, plain types
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
@@ -381,7 +379,7 @@ def validate_config(raw: Mapping[str, Any]) -> dict:
     if data["data"]["gpqa_dir"] is None and os.environ.get(GPQA_ENV_VAR):
         data["data"]["gpqa_dir"] = os.environ[GPQA_ENV_VAR]  # recorded in the resolved config the jobs read
     _check_algorithms(data)
-    _check_real_eval(data)
+    _check_suites(data)
     _check_cross_keys(data)
     if data["model"]["convert_gguf"] and not data["model"]["source"]:
         raise ConfigError("config key 'model/convert_gguf': needs model.source (the folder it writes)")
@@ -400,6 +398,8 @@ def _error_line(err: jsonschema.ValidationError) -> str:
     if err.validator == "type":
         want = " or ".join(sorted(schema_types(schema)))
         return f"config key '{where}': {err.instance!r} is not of type {want}; write a plain YAML {want}"
+    if err.validator == "enum" and "/sets/" in f"/{where}":  # 29 names: the registry lists them
+        return f"config key '{where}': {err.instance!r} is not a registered set; creditbench benchmarks list names them"
     if err.validator == "enum":
         return f"config key '{where}': {err.instance!r} is not one of {list(err.validator_value)}"
     if err.validator == "uniqueItems":
@@ -447,14 +447,24 @@ def _check_algorithms(data: Mapping[str, Any]) -> None:
             raise ConfigError(f"config key 'algorithms/{name}': not one of methods {data['methods']}")
 
 
-def _check_real_eval(data: Mapping[str, Any]) -> None:
-    """real_eval seeds / methods must be the experiment's (limit_per_set's keys: ``real_eval.available_sets``,
-    which knows the suites)."""
-    section = data["real_eval"]
-    for key, allowed in (("seeds", _seed_list(data)), ("methods", data["methods"])):
-        extra = [v for v in section[key] or () if v not in allowed]
-        if extra:
-            raise ConfigError(f"config key 'real_eval/{key}': {extra} not in {key} {data[key]}")
+def _check_suites(data: Mapping[str, Any]) -> None:
+    """A suite's seeds / methods must be the experiment's (limit_per_set's keys: ``evaluation.suites``)."""
+    for name, suite in data["eval"]["suites"].items():
+        for key, allowed in (("seeds", _seed_list(data)), ("methods", data["methods"])):
+            extra = [v for v in (suite[key] if isinstance(suite[key], list) else ()) if v not in allowed]
+            if extra:
+                raise ConfigError(f"config key 'eval/suites/{name}/{key}': {extra} not in {key} {data[key]}")
+
+
+def _check_moved(raw: Mapping[str, Any]) -> None:
+    """Keys of older configs: one line saying what to write instead, before the schema's message."""
+    if "real_eval" in raw:
+        raise ConfigError("config key 'real_eval': moved; write its keys under eval.suites.real (sets, limit, k, "
+                          "...; checkpoints [sft, final] and seeds first by default)")
+    ev = raw.get("eval") if isinstance(raw.get("eval"), Mapping) else {}
+    if knob := next((k for k in ev if k not in ("backend", "grader_timeout_s", "suites")), None):
+        raise ConfigError(f"config key 'eval/{knob}': sampling knobs live in a suite now; write it as "
+                          f"eval.suites.curve.{'sets' if knob == 'benchmarks' else knob}")
 
 
 def _seed_list(data: Mapping[str, Any]) -> list[int]:
@@ -471,8 +481,6 @@ def _build(cls, section: Mapping[str, Any]):
 
 def config_from_dict(raw: Mapping[str, Any]) -> Config:
     data = validate_config(raw)
-    ev = dict(data["eval"])
-    ev["benchmarks"] = tuple(ev["benchmarks"])
     return Config(
         experiment=data["experiment"],
         output_dir=data["output_dir"],
@@ -485,8 +493,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         model=_build(ModelConfig, data["model"]),
         sft=_build(SFTConfig, data["sft"]),
         rl=_build(RLConfig, data["rl"]),
-        eval=_build(EvalConfig, ev),
-        real_eval=_build_real_eval(data["real_eval"]),
+        eval=_build_eval(data["eval"]),
         data=_build(DataConfig, data["data"]),
         report=_build(ReportConfig, data["report"]),
         runtime=_build(RuntimeConfig, data["runtime"]),
@@ -509,13 +516,8 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
 
 
 def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+    both = lambda k, v: isinstance(v, Mapping) and isinstance(base.get(k), Mapping)  # noqa: E731
+    return {**base, **{k: deep_merge(base[k], v) if both(k, v) else v for k, v in extra.items()}}
 
 
 def config_hash(data: Mapping[str, Any]) -> str:
@@ -535,12 +537,13 @@ RULE_SECTIONS: dict[str, tuple[str, ...]] = {
     "rl": ("rl", "algorithms/{method}", "backend", "scale", "eval/backend", "eval/grader_timeout_s",
            "fidelity/grad_snr", *_TORCH),
     "launch_check": ("backend", "scale", "eval/backend", "sft/steps"),
-    "evaluate": ("eval", "data", *_TORCH),
+    # one CLI, two subcommands (evaluation.evaluate): both hash what either reads (a key only generation
+    # reads reruns scoring through its inputs anyway)
+    "eval_generate": ("eval/suites/{suite}", "eval/backend", "eval/grader_timeout_s", "data", *_TORCH),
+    "eval_score": ("eval/suites/{suite}", "eval/backend", "eval/grader_timeout_s", "data", *_TORCH),
     "credit_analysis": ("rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "credit_fidelity": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
     "real_credit": ("fidelity", "rl", "algorithms", "eval/grader_timeout_s", *_TORCH),
-    "real_generate": ("real_eval", "eval/backend", "data", *_TORCH),
-    "real_score": ("real_eval", "eval/grader_timeout_s", "data"),
 }
 """Resolved config keys read by each rule's entry point. A rule's param is the hash of exactly these, so
 Snakemake's params rerun-trigger reruns the rule when one changes, and everything downstream through its

@@ -249,8 +249,8 @@ SUITES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "core": ("gsm8k", "math500", "arc_challenge"),
     "reasoning_gym": RG_SUITE,
 })
-"""Named suites of registered sets (``creditbench eval --sets competition_math``, ``real_eval.sets``): the seven
-competition sets, the twelve math sets, code, multiple choice, and ``core`` (the quick start's three)."""
+"""Named suites of registered sets (``creditbench eval --sets competition_math``, config ``eval.suites.*.sets``): the
+seven competition sets, the twelve math sets, code, multiple choice, and ``core`` (the quick start's three)."""
 
 
 def expand_sets(names: Sequence[str]) -> tuple[str, ...]:
@@ -456,7 +456,7 @@ STRATA = ("subject", "level")
 
 def stratified_subset(problems: Sequence[Problem], limit: int | None, seed: int) -> list[Problem]:
     """``limit`` problems drawn with ``seed``, stratified by :data:`STRATA` where present, in file order: the
-    one subset rule of ``creditbench eval`` and of seeded ``real_eval`` subsets.
+    one subset rule of ``creditbench eval`` and of every seeded ``limit`` subset of the workflow.
 
     Strata get ``limit`` in proportion to their size (largest remainders first, ties by stratum name), so a
     sorted file's first subject cannot fill the subset; all problems when ``limit`` is None or too large.

@@ -1,11 +1,11 @@
 """The one evaluation driver: one model on named sets (or suites, ``evaluation.benchmarks.SUITES``), for every
-path that evaluates: the workflow's rules (``evaluate``: the synthetic held-out set and registered sets of
-every checkpoint; ``real_generate`` / ``real_score``: the real sets of chosen checkpoints, GPU and CPU jobs
-apart) and ``creditbench eval``. Each is a thin CLI over these pieces:
+path that evaluates: the workflow's rules ``eval_generate`` / ``eval_score`` (each suite of config
+``eval.suites`` on its checkpoints, GPU and CPU jobs apart: ``evaluation.evaluate``) and ``creditbench eval``.
+Each is a thin CLI over these pieces:
 
 * :class:`Sampling`: the one place the sampling knobs (k, temperature, top_p, max_new_tokens, batch size,
-  template, seed; multiple choice: few-shot and protocol) are defined and validated, built from the config
-  (``eval`` / ``real_eval``) or from the command's arguments;
+  template, seed; multiple choice: few-shot and protocol) are defined and validated, built from a config
+  suite (``eval.suites``) or from the command's arguments;
 * :func:`select` / :func:`load_subset`: the one subset rule, N problems drawn with a seed, stratified by
   subject / level where the set has them, kept in file order (``evaluation.benchmarks.stratified_subset``);
 * :func:`generate_sets`: samples of the math and code sets (problem by problem through an optional
@@ -56,8 +56,8 @@ def split_sets(sets: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 @dataclass(frozen=True)
 class Sampling:
     """How a model is sampled; one run's knobs for all its sets. ``template``: one template for every math and
-    code set (a set it does not fit takes its own default, see :meth:`template_for`); ``templates``: one per
-    set kind (``real_eval.templates``), which wins; neither: each set's default."""
+    code set it fits, which wins; ``templates``: one per set kind (a suite's ``templates``), for the rest;
+    neither: each set's default (:meth:`template_for`)."""
 
     k: int = 1
     temperature: float = 0.0
@@ -71,17 +71,11 @@ class Sampling:
     mcq_protocol: str = "cloze"
 
     @classmethod
-    def from_eval(cls, ev: Any, seed: int) -> Sampling:
-        """Config ``eval`` (the workflow's rule evaluate) with the run's seed."""
-        return cls(k=ev.k, temperature=ev.temperature, top_p=ev.top_p, max_new_tokens=ev.max_new_tokens,
-                   batch_size=ev.batch_size, seed=seed, template=ev.template)
-
-    @classmethod
-    def from_real_eval(cls, re_: Any, seed: int) -> Sampling:
-        """Config ``real_eval`` (rules real_generate, real_score) with the run's seed."""
-        return cls(k=re_.k, temperature=re_.temperature, top_p=re_.top_p, max_new_tokens=re_.max_new_tokens,
-                   batch_size=re_.batch_size, seed=seed, templates=dict(re_.templates),
-                   num_fewshot=re_.num_fewshot, mcq_protocol=re_.mcq_protocol)
+    def from_suite(cls, suite: Any, seed: int) -> Sampling:
+        """A suite of config ``eval.suites`` (rules eval_generate, eval_score) with the sampling seed."""
+        return cls(k=suite.k, temperature=suite.temperature, top_p=suite.top_p, max_new_tokens=suite.max_new_tokens,
+                   batch_size=suite.batch_size, seed=seed, template=suite.template, templates=dict(suite.templates),
+                   num_fewshot=suite.num_fewshot, mcq_protocol=suite.mcq_protocol)
 
     @classmethod
     def from_args(cls, args: Any) -> Sampling:
@@ -124,15 +118,13 @@ class Sampling:
                              "evaluate those sets in another run")
 
     def template_for(self, name: str) -> str:
-        """The set's template: ``templates`` by kind, else ``template`` where it fits (any template fits a
-        generated set), else the set's default (a config's one template over mixed sets; the CLI refuses
-        a misfit in :meth:`check`)."""
+        """The set's template: ``template`` where it fits (any template fits a generated set), else
+        ``templates`` by kind, else the set's default (a config's one template over mixed sets; the CLI
+        refuses a misfit in :meth:`check`)."""
         bench = get_benchmark(name)
-        if bench.kind in self.templates:
-            return self.templates[bench.kind]
         if self.template and (bench.generated or self.template in bench.templates):
             return self.template
-        return bench.default_template
+        return self.templates.get(bench.kind) or bench.default_template
 
     def params(self, template: str) -> Any:
         """The backends' :class:`~evaluation.generation.SamplingParams` (with the template's stop strings)."""
@@ -377,9 +369,9 @@ def _generate_per_problem(engine: Any, name: str, problems: list[Problem], promp
 def generate_set(engine: Any, name: str, problems: list[Problem], sampling: Sampling, cache: Cache | None = None,
                  context: int | None = None, per_problem: bool = False) -> tuple[list[dict], dict[str, Any]]:
     """Raw samples of one math or code set and their meta (template, sampling, seconds, cache counts).
-    ``per_problem`` or a cache (``creditbench eval``, the workflow's real_generate): problem by problem
-    (:func:`_generate_per_problem`), each response capped at the model's ``context``; else (the workflow's
-    evaluate rule) one call over the set, seeded by position."""
+    ``per_problem`` or a cache (``creditbench eval``, a suite's ``per_problem_seeds``): problem by problem
+    (:func:`_generate_per_problem`), each response capped at the model's ``context``; else one call over the
+    set, seeded by position."""
     from evaluation.templates import render
 
     template = sampling.template_for(name)

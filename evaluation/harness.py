@@ -20,7 +20,7 @@ metrics with stderr and 95 % bootstrap CIs (lm-eval's field names where it has o
 ``creditbench report --results OUT`` tabulates it (``creditbench compare OUT1 OUT2`` compares models).
 ``--limit`` draws ``--subset-seed``'s subset by the one subset rule (``evaluation.driver.select``:
 stratified by subject and level where the set has them, kept in file order), the draw the workflow's
-``real_eval.limit`` / ``subset_seed`` makes.
+``eval.suites.<suite>.limit`` / ``subset_seed`` makes.
 
 Errors before work: every argument (model folder, output folder, sets, template, k / temperature, data
 files) is checked before the model is loaded; a user error is one line on stderr and exit code 2

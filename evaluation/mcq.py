@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("model_dir")
     ap.add_argument("--tasks", nargs="*", default=list(OOD_SETS))
     ap.add_argument("--limit", type=int, default=None, help="N items per set, drawn by the driver's subset rule")
-    ap.add_argument("--subset-seed", type=int, default=0, help="seed of the --limit draw (as eval.subset_seed)")
+    ap.add_argument("--subset-seed", type=int, default=0, help="seed of the --limit draw (as a suite's subset_seed)")
     ap.add_argument("--gpqa-dir", default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-size", type=int, default=1)

@@ -22,7 +22,7 @@ TINY = {
     "sft": {"steps": 0},
     "rl": {"steps": 2, "prompts_per_step": 2, "group_size": 4, "micro_batch_size": 4, "max_new_tokens": 24,
            "checkpoint_every": 1},
-    "eval": {"k": 2, "max_new_tokens": 24},
+    "eval": {"suites": {"curve": {"k": 2, "max_new_tokens": 24}}},
 }
 
 

@@ -227,7 +227,7 @@ def test_modules_are_small():
 @pytest.mark.parametrize("modules", [
     "common.config, common.io, common.manifest, common.records, common.runtime",
     "evaluation.grading, evaluation.evaluate, evaluation.code.score, evaluation.report, evaluation.benchmarks",
-    "evaluation.scoring, evaluation.driver, evaluation.real_eval, evaluation.harness",
+    "evaluation.scoring, evaluation.driver, evaluation.suites, evaluation.harness",
 ])
 def test_torch_and_sympy_free_imports(modules):
     code = f"import sys, {modules}; print(sorted({{'torch', 'sympy'}} & set(sys.modules)))"

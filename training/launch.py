@@ -52,8 +52,8 @@ def slurm_resources(cfg: Config, rule: str) -> dict[str, int | str]:
     """Snakemake ``resources`` of a rule from ``scale`` (read by snakemake-executor-plugin-slurm).
 
     rl (and launch_check): the layout of the module docstring, ``runtime`` (minutes) from
-    scale.time_limit (launch_check: 10); evaluate: the vLLM tensor-parallel GPUs when eval.backend is
-    vllm, else 1; sft: one GPU when it trains. ``slurm_partition`` / ``slurm_account`` when set. CPU
+    scale.time_limit (launch_check: 10); eval_generate: the vLLM tensor-parallel GPUs when eval.backend is
+    vllm, else 1 (eval_score: CPU); sft: one GPU when it trains. ``slurm_partition`` / ``slurm_account`` when set. CPU
     configs get ``gpu=0`` only.
     """
     s = cfg.scale
@@ -71,7 +71,7 @@ def slurm_resources(cfg: Config, rule: str) -> dict[str, int | str]:
             res["runtime"] = 10
         elif limit is not None:
             res["runtime"] = int(round(limit * 60))
-    elif rule == "evaluate":
+    elif rule == "eval_generate":
         res["gpu"] = s.vllm.tensor_parallel_size if cfg.eval.backend == "vllm" else 1
     elif rule == "sft":
         res["gpu"] = 1 if cfg.sft.steps > 0 else 0

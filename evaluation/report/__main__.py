@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="table directory (default OUT/tables)")
     parser.add_argument(
-        "--eval-dir", default="eval", metavar="DIR", help="summaries under OUT/EVAL_DIR (real_eval: real sets)"
+        "--eval-dir", default="eval", metavar="DIR", help="summaries under OUT/EVAL_DIR (the workflow's: eval/<suite>)"
     )
     parser.add_argument("--baseline", default=ReportOptions.baseline, metavar="M", help="method to compare against")
     parser.add_argument("--claim", type=_parse_claim, action="append", default=[],

@@ -128,11 +128,12 @@ def _n_k_seeds(res: Results) -> str:
 
 
 def _with_start(sub: pd.DataFrame, start: pd.DataFrame) -> pd.DataFrame:
-    """Step 0 of every RL run is the shared SFT checkpoint's evaluation (same seeds), when not logged."""
+    """Step 0 of every RL run is the shared SFT checkpoint's evaluation, when not logged: the seed's own where
+    the start was evaluated per seed, else its one evaluation (the workflow evaluates it once)."""
     if sub.empty or start.empty or 0 in sub.index:
         return sub
-    first = start.iloc[[0]].reindex(columns=sub.columns).set_axis([0])
-    return sub if first.isna().to_numpy().any() else pd.concat([first, sub]).sort_index()
+    first = start.iloc[[0]].reindex(columns=sub.columns).set_axis([0]).fillna(float(start.iloc[0].mean()))
+    return pd.concat([first, sub]).sort_index()
 
 
 def accuracy_vs_step(res: Results, stem: Path, baseline: str = "dapo") -> list[Path]:

@@ -343,7 +343,7 @@ def _seed_of(dirname: str) -> int | None:
 
 def load_results(root: Path | str, eval_dir: str = "eval") -> Results:
     """Read ``root/<eval_dir>/*/seed*/step*/*.summary.json`` and ``root/runs/*/seed*/`` metrics and manifests
-    (``eval_dir`` ``real_eval``: the real-benchmark evaluation of config ``real_eval``)."""
+    (the workflow's ``eval_dir``: ``eval/<suite>``, a suite of config ``eval.suites``)."""
     root = Path(root)
     paths = sorted((root / eval_dir).glob("*/seed*/step*/*.summary.json"))
     if not paths:

@@ -3,7 +3,7 @@ seed-level covariate from the start checkpoint (CUPED: Deng, Xu, Kohavi & Walker
 
 ``python -m evaluation.report.noise_study [--experiments 300] [--results OUT]`` prints, for the simulated
 default-shaped experiment (``calibrate.Design``, a start arm evaluated with each seed's sampler) and, with
-``--results``, for a real results tree whose start checkpoint (``sft``) was evaluated on every seed:
+``--results``, for a workflow results tree (the start checkpoint ``sft``, evaluated once, stands for each seed):
 
 - *CRN*: the variance of Δ̂ (Avg difference method − baseline over seeds) with the evaluation sampler's uniforms
   shared by the methods of a seed (what the evaluation does: it is seeded by the run seed) over independent ones;
@@ -79,17 +79,20 @@ def simulated(design: Design, experiments: int, seed: int = 0) -> dict[str, floa
             "mean_rho2_seed": float(np.nanmean([r["rho_seed"] ** 2 for r in crn]))}
 
 
-def observed(results: Path, baseline: str = "dapo") -> dict[str, dict[str, float]]:
-    """``study`` for every method vs ``baseline`` of a results tree with the start evaluated on each seed."""
-    final = final_records(load_results(results))
+def observed(results: Path, baseline: str = "dapo", eval_dir: str = "eval/curve") -> dict[str, dict[str, float]]:
+    """``study`` for every method vs ``baseline`` of a results tree. The workflow evaluates the start once (its
+    first seed's sampler), which then stands for every seed: x_s is constant and ρ NaN; a tree with the start
+    evaluated on each seed (older runs) gives each seed its own."""
+    final = final_records(load_results(results, eval_dir))
     if START_METHOD not in final or baseline not in final:
-        raise SystemExit(f"{results}: needs {START_METHOD} and {baseline} evaluations on every seed")
+        raise SystemExit(f"{results}: needs {START_METHOD} and {baseline} evaluations")
     out = {}
     for method in sorted(set(final) - {START_METHOD, baseline}):
-        seeds = sorted(set(final[method]) & set(final[baseline]) & set(final[START_METHOD]))
+        seeds = sorted(set(final[method]) & set(final[baseline]))
         benches = main_benchmarks(sorted({b for s in seeds for b in final[method][s]}))
         d = np.concatenate(list(paired_blocks(final, method, baseline, seeds, benches).values()))
-        start = {s: {b: r for b, r in final[START_METHOD][s].items()} for s in seeds}
+        one = final[START_METHOD][min(final[START_METHOD])]
+        start = {s: final[START_METHOD].get(s, one) for s in seeds}
         x = np.concatenate([np.column_stack([100 * start[s][b].per_problem().sort_index().to_numpy() for s in seeds])
                             for b in benches])
         if len(seeds) >= 2 and x.shape == d.shape:
@@ -103,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--experiments", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seed-sd", type=float, default=1.8)
-    parser.add_argument("--results", type=Path, default=None, help="also a real results tree (start on every seed)")
+    parser.add_argument("--results", type=Path, default=None, help="also a workflow results tree (its eval/curve)")
     args = parser.parse_args(argv)
     design = replace(Design(), seeds=args.seeds, seed_sd_pp=args.seed_sd)
     print(f"simulated ({args.experiments} experiments, {design.problems[0]} problems, k {design.k}, "

@@ -38,6 +38,7 @@ def plan(res: Results, *, methods: Sequence[str], baseline: str, looks: Sequence
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluation.report.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--eval-dir", default="eval", help="summaries under RESULTS/EVAL_DIR (workflow: eval/curve)")
     parser.add_argument("--out", type=Path, required=True, help="the plan (JSON)")
     parser.add_argument("--methods", required=True, help="comma list of trained methods (baseline included)")
     parser.add_argument("--baseline", required=True)
@@ -48,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spending", choices=SPENDING, default="obf")
     args = parser.parse_args(argv)
     looks = [int(x) for x in args.looks.split(",")]
-    out = plan(load_results(args.results), methods=args.methods.split(","), baseline=args.baseline, looks=looks,
-               look=args.look, alpha=args.alpha, margin=args.equivalence_margin, kind=args.spending)
+    out = plan(load_results(args.results, args.eval_dir), methods=args.methods.split(","), baseline=args.baseline,
+               looks=looks, look=args.look, alpha=args.alpha, margin=args.equivalence_margin, kind=args.spending)
     write_text_atomic(args.out, json.dumps(out, indent=2, sort_keys=True) + "\n")
     for method, v in out["verdicts"].items():
         nxt = out["seeds"].get(method, "-")

@@ -15,7 +15,7 @@ from scipy.stats import t as student_t
 
 from evaluation.metrics import bootstrap_ci
 from evaluation.metrics import weighted_average as _weighted_average
-from evaluation.report.load import AVG, EvalRecord, Results, main_benchmarks
+from evaluation.report.load import AVG, START_METHOD, EvalRecord, Results, main_benchmarks
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,9 @@ def _index(res: Results) -> dict[tuple[str, int, int, str], EvalRecord]:
 
 
 def final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
-    """method -> seed -> benchmark -> record at that run's final step."""
+    """method -> seed -> benchmark -> record at that run's final step. The SFT start is one model, evaluated
+    once by the workflow (``evaluation.suites``): that one evaluation stands for the start of every run's seed,
+    so comparisons paired by seed keep every seed (the start has no training seed: its seed sd is 0)."""
     idx = _index(res)
     out: dict[str, dict[int, dict[str, EvalRecord]]] = {}
     for (method, seed), step in sorted(final_steps(res).items()):
@@ -315,6 +317,9 @@ def final_records(res: Results) -> dict[str, dict[int, dict[str, EvalRecord]]]:
                 log.warning("%s seed %d: no %s summary at final step %d", method, seed, bench, step)
                 continue
             out.setdefault(method, {}).setdefault(seed, {})[bench] = rec
+    if len(start := out.get(START_METHOD, {})) == 1:
+        (one,) = start.values()
+        out[START_METHOD] = dict.fromkeys(sorted({s for by_seed in out.values() for s in by_seed}), one)
     return out
 
 

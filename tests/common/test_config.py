@@ -9,7 +9,7 @@ BASE = {"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"]}
 
 def test_defaults_are_filled_from_the_schema():
     cfg = config_from_dict(BASE)
-    assert cfg.rl.group_size == 8 and cfg.eval.k == 4 and cfg.backend == "native"
+    assert cfg.rl.group_size == 8 and cfg.eval.suites["curve"].k == 4 and cfg.backend == "native"
 
 
 @pytest.mark.parametrize(
@@ -17,12 +17,12 @@ def test_defaults_are_filled_from_the_schema():
     [
         ({"rl": {"group_sise": 8}}, "rl"),  # typo: unknown key
         ({"rl": {"group_size": 1}}, "rl/group_size"),  # below minimum
-        ({"eval": {"k": "four"}}, "eval/k"),
+        ({"eval": {"suites": {"curve": {"k": "four"}}}}, "eval/suites/curve/k"),
         ({"bogus": 1}, "<top level>"),
         ({"backend": "megatron"}, "backend"),
         ({"seeds": [1, 1]}, "seeds"),  # a seed twice would train and count the same run twice
         ({"methods": ["dapo", "dapo"]}, "methods"),
-        ({"seeds": [1, 2], "real_eval": {"seeds": [2, 2]}}, "real_eval/seeds"),
+        ({"seeds": [1, 2], "eval": {"suites": {"real": {"seeds": [2, 2]}}}}, "eval/suites/real/seeds"),
     ],
 )
 def test_bad_key_is_named(patch, key):

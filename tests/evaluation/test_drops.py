@@ -23,7 +23,8 @@ CORRUPT = "syn-corrupt"
 
 @pytest.fixture(scope="module")
 def forced_run(tiny_env, tmp_path_factory):
-    """The tiny model through ``python -m evaluation.evaluate`` (rule evaluate) on 4 held-out problems plus one
+    """The tiny model through ``python -m evaluation.evaluate generate`` then ``score`` (rules eval_generate_curve,
+    eval_score_curve) on 4 held-out problems plus one
     whose question holds a lone surrogate (a corrupted item: the fast tokenizer raises on it), with
     max_new_tokens 3 so that most samples are cut; the summary lands in a results tree for the report."""
     root = tmp_path_factory.mktemp("drops")
@@ -35,13 +36,15 @@ def forced_run(tiny_env, tmp_path_factory):
     manifest.write_text(json.dumps({"files": {"heldout": {"path": str(data), "sha256": sha256_file(data),
                                                           "count": len(rows)}}}))
     cfg = yaml.safe_load(Path(tiny_env["config"]).read_text())
-    cfg["eval"] = {**cfg["eval"], "max_new_tokens": 3, "batch_size": 8}
+    cfg["eval"]["suites"]["curve"].update(max_new_tokens=3, batch_size=8)
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(cfg))
     prefix = root / "out" / "eval" / "sft" / "seed1" / "step0" / "synthetic"
-    ev.main(["--config", str(config), "--model-dir", str(tiny_env["model"]), "--benchmark", "synthetic",
-             "--data", str(data), "--data-manifest", str(manifest), "--method", "sft", "--seed", "1",
-             "--step", "0", "--out-prefix", str(prefix)])
+    common = ["--config", str(config), "--suite", "curve", "--sets", "synthetic", "--data", str(data),
+              "--data-manifest", str(manifest), "--out-dir", str(prefix.parent)]
+    assert ev.main(["generate", *common, "--model-dir", str(tiny_env["model"]), "--method", "sft", "--seed", "1",
+                    "--step", "0"]) == 0
+    assert ev.main(["score", *common]) == 0
     summary = json.loads(prefix.with_suffix(".summary.json").read_text())
     samples = [json.loads(line) for line in prefix.with_suffix(".samples.jsonl").read_text().splitlines()]
     return root / "out", summary, samples

@@ -23,10 +23,11 @@ def test_code_sample_base_completion_vs_chat_fenced_solution():
 
 
 def test_synthetic_evaluation_writes_traceable_samples_and_summary(tiny_env, tmp_path):
-    prefix = tmp_path / "synthetic"
-    ev.main(["--config", str(tiny_env["config"]), "--model-dir", str(tiny_env["model"]), "--benchmark", "synthetic",
-             "--data", str(tiny_env["heldout"]), "--data-manifest", str(tiny_env["manifest"]), "--method", "sft",
-             "--seed", "1", "--step", "0", "--out-prefix", str(prefix)])
+    common = ["--config", str(tiny_env["config"]), "--suite", "curve", "--sets", "synthetic", "--data",
+              str(tiny_env["heldout"]), "--data-manifest", str(tiny_env["manifest"]), "--out-dir", str(tmp_path)]
+    assert ev.main(["generate", *common, "--model-dir", str(tiny_env["model"]), "--method", "sft", "--seed", "1",
+                    "--step", "0"]) == 0
+    assert ev.main(["score", *common]) == 0
     summary = json.loads((tmp_path / "synthetic.summary.json").read_text())
     samples = [json.loads(line) for line in (tmp_path / "synthetic.samples.jsonl").read_text().splitlines()]
     assert set(SUMMARY_KEYS) <= set(summary)  # the contract the report reads

@@ -39,9 +39,11 @@ def test_one_letter_taking_the_predictions_is_warned():
     assert harness.format_results(results).splitlines()[-1] == f"warning: {warning}"
 
 
-def test_math500_subset_is_stratified_by_subject_and_level_and_real_eval_shares_the_rule():
+def test_math500_subset_is_stratified_by_subject_and_level_and_the_workflow_shares_the_rule():
+    from argparse import Namespace
+
     from common.config import config_from_dict
-    from evaluation import real_eval
+    from evaluation import evaluate
 
     problems = load_benchmark("math500")
     chosen = driver.select(problems, 100, seed=0)
@@ -49,8 +51,9 @@ def test_math500_subset_is_stratified_by_subject_and_level_and_real_eval_shares_
         everyone, got = Counter(p.meta[key] for p in problems), Counter(p.meta[key] for p in chosen)
         assert all(abs(got[v] - 100 * n / len(problems)) <= 4 for v, n in everyone.items()), key
     cfg = config_from_dict({"experiment": "t", "output_dir": "x", "seeds": [1], "methods": ["dapo"],
-                            "real_eval": {"sets": ["math500"], "limit": 100}})
-    assert real_eval.load_subset(cfg, "math500")[0] == chosen  # the workflow's real_eval draws the same
+                            "eval": {"suites": {"real": {"sets": ["math500"], "limit": 100}}}})
+    args = Namespace(suite="real", data=None, data_manifest=None)
+    assert evaluate.load_subset(cfg, args, "math500")[0] == chosen  # the workflow's eval jobs draw the same
 
 
 def test_suites_name_registered_sets_and_expand_in_order_once():

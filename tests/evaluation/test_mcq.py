@@ -67,7 +67,7 @@ def test_lm_eval_runs_offline_on_tiny_model(tmp_path: Path) -> None:
 
 
 def test_lm_eval_with_a_loaded_model_matches_the_folder(tmp_path: Path) -> None:
-    """real_eval hands lm-eval the model its generate job already loaded: same verdicts as from the folder."""
+    """The eval_generate job hands lm-eval the model it already loaded: same verdicts as from the folder."""
     pytest.importorskip("lm_eval")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

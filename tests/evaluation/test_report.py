@@ -361,13 +361,15 @@ def test_heatmap_of_control_bytes_warns_of_no_missing_glyph(tmp_path: Path) -> N
         figures.heatmap(["\x01", "\x0c", "\x7f", "ok"], [0.5, 1.0, 1.5, 2.0], tmp_path / "ctl", "t")
 
 
-def test_real_eval_summaries_are_read_from_their_own_folder(fake_results: Callable[..., Path]) -> None:
-    """``--eval-dir real_eval`` (rule real_report): the same tables from OUT/real_eval, OUT/eval untouched."""
+def test_a_suites_summaries_are_read_from_its_own_folder(fake_results: Callable[..., Path]) -> None:
+    """``--eval-dir eval/real`` (rule suite_report_real): the same tables from OUT/eval/real."""
     out = fake_results(kinds=True)
-    (out / "eval").rename(out / "real_eval")
+    (out / "eval").rename(out / "real")
+    (out / "eval").mkdir()
+    (out / "real").rename(out / "eval" / "real")
     with pytest.raises(FileNotFoundError, match="summary"):
         report.load_results(out)
-    args = ["--results", str(out), "--eval-dir", "real_eval", "--out", str(out / "real_tables"), "--n-boot", "200",
+    args = ["--results", str(out), "--eval-dir", "eval/real", "--out", str(out / "real_tables"), "--n-boot", "200",
             "--n-perm", "200"]
     assert report_cli.main(args) == 0
     assert {"main.md", "code.md", "ood.md", "gsm8k.md"} <= {p.name for p in (out / "real_tables").iterdir()}
@@ -445,3 +447,28 @@ def test_letter_dominance_warning_of_the_scorer_is_in_the_table(fake_results: Ca
     ood = (out / "tables" / "ood.md").read_text()
     assert f"Warning: DelTA seed 0: {warning}." in ood
     assert "Warning: DelTA seed" not in (out / "tables" / "main.md").read_text()
+
+
+def test_the_start_evaluated_once_stands_for_every_seed(fake_results: Callable[..., Path]) -> None:
+    """Issue 38: the workflow evaluates the SFT start once (seed 0's folder). A tree with that one evaluation gives
+    the same main and significance tables as one whose start was evaluated identically on every seed (every
+    method's cells, the start's Δ and Holm p included); only the learning table counts one start seed."""
+    import json
+    import shutil
+
+    trees = {}
+    for name in ("every_seed", "once"):
+        out = fake_results(name)
+        one = out / "eval" / "sft" / "seed0" / "step0"
+        for path in one.glob("*.summary.json"):  # seed 1's start: the same evaluation
+            target = out / "eval" / "sft" / "seed1" / "step0" / path.name
+            target.write_text(json.dumps({**json.loads(path.read_text()), "seed": 1}))
+        if name == "once":
+            shutil.rmtree(out / "eval" / "sft" / "seed1")
+        assert report_cli.main(["--results", str(out), "--n-boot", "200", "--n-perm", "200"]) == 0
+        trees[name] = out / "tables"
+    for table in ("main", "significance", "power", "rliable"):
+        a, b = (pd.read_csv(trees[n] / f"{table}.csv") for n in ("every_seed", "once"))
+        pd.testing.assert_frame_equal(a, b, obj=table)
+    learning = pd.read_csv(trees["once"] / "learning.csv")
+    assert learning.loc[learning["method"] == "sft", "seeds"].tolist() == [1]

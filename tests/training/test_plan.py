@@ -98,14 +98,15 @@ def test_passes_per_token():
 
 def test_job_count_matches_snakemake_dry_run_of_ci():
     # snakemake -n on config/experiments/ci.yaml: make_data, build_model, sft 1 each, rl 5 (methods, with the
-    # A/A twin), evaluate 1 (sft) + 5 x 2 checkpoints, report 1, credit_analysis 1, all 1 = 22 (real_eval sets: [])
-    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 22
+    # A/A twin), eval_generate_curve and eval_score_curve 1 (sft, once) + 5 x 2 checkpoints each, report 1,
+    # credit_analysis 1, all 1 = 33 (the real suite's sets: [])
+    assert snakemake_jobs(load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")) == 33
 
 
 def test_gpu_hours_by_hand():
     raw = {**BASE, "model": {"source": None}, "rl": {"steps": 10, "prompts_per_step": 2, "group_size": 2,
                                                     "max_new_tokens": 100, "checkpoint_every": 10},
-           "backend": "trl", "eval": {"benchmarks": ["synthetic"], "k": 1, "max_new_tokens": 100},
+           "backend": "trl", "eval": {"suites": {"curve": {"k": 1, "max_new_tokens": 100}}},
            "task": {"n_heldout": 10},
            "scale": {"gpus_per_node": 2, "gpu_type": "A100", "gpu_mem_gb": 80, "dtype": "bfloat16",
                      "per_device_batch": 2, "grad_accum": 1, "vllm": {"mode": "server", "tensor_parallel_size": 1}}}
@@ -116,10 +117,13 @@ def test_gpu_hours_by_hand():
     t_train = 4 * (50 + 50) * 2 * p * 4 / (0.5 * 312e12 * 2)  # batch 4, 100 tokens, passes 4, 2 GPUs
     t_gen = 4 * 50 / (1e6 / plan.params_b * 2.0 / 3.35 * 1)  # A100 bandwidth 2.0 vs H100 3.35, 1 server GPU
     assert plan.methods[0].gpu_hours_per_run == pytest.approx(3 * 10 * (t_train + t_gen) / 3600)
-    # 8 training/eval/report jobs + real_eval (sft + 1 final checkpoint: 2 x (generate, score) + report)
-    # + credit_analysis (synthetic task) = 14
-    assert (plan.train_gpus, plan.vllm_gpus, plan.rollouts, plan.snakemake_jobs) == (2, 1, 40, 14)
-    assert plan.generated_tokens == 40 * 50 and plan.eval_generations == 10 * 2
+    # make_data, build_model, sft, rl, report, all + suite curve (sft + 1 checkpoint: 2 x (generate, score)) +
+    # suite real (sft + 1 final: 2 x (generate, score) + suite_report) + credit_analysis (synthetic task) = 16
+    assert (plan.train_gpus, plan.vllm_gpus, plan.rollouts, plan.snakemake_jobs) == (2, 1, 40, 16)
+    from evaluation.suites import available_sets
+
+    real = 2 * 2 * len(available_sets(cfg, "real"))  # 2 problems of every real set on 2 checkpoints, k 1
+    assert plan.generated_tokens == 40 * 50 and plan.eval_generations == 10 * 2 + real
     assert not plan.problems
 
 
@@ -190,7 +194,7 @@ def test_slurm_resources_and_launch_prefix():
 
     delta = load_config(REPO_ROOT / "config" / "experiments" / "delta_qwen3_8b.yaml")
     assert slurm_resources(delta, "rl") == {"gpu": 8, "nodes": 1, "runtime": 7 * 24 * 60}
-    assert slurm_resources(delta, "evaluate") == {"gpu": 1} and slurm_resources(delta, "sft") == {"gpu": 0}
+    assert slurm_resources(delta, "eval_generate") == {"gpu": 1} and slurm_resources(delta, "sft") == {"gpu": 0}
     assert launch_prefix(delta) == ("accelerate launch --multi_gpu --num_processes 8 --num_machines 1 "
                                     "--mixed_precision bf16")
     ci = load_config(REPO_ROOT / "config" / "experiments" / "ci.yaml")

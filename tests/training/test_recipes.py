@@ -54,7 +54,8 @@ def test_delta_recipes_carry_the_paper_settings(name):
         assert p.overlong_shaping and not p.dynamic_sampling
         assert round(p.overlong_cache_frac * rl.max_new_tokens) == 4096
     assert get_preset("delta", cfg.algorithms["delta"]).knobs["K"] == 1
-    assert list(cfg.eval.benchmarks) == SEVEN and cfg.eval.k == 16 and cfg.eval.max_new_tokens == 30000
+    curve = cfg.eval.suites["curve"]
+    assert list(curve.sets) == SEVEN and curve.k == 16 and curve.max_new_tokens == 30000
 
 
 @pytest.mark.parametrize("name,steps", [(CF[0], 500), (CF[1], 200)])
@@ -68,7 +69,7 @@ def test_cf_recipes_carry_the_paper_settings(name, steps):
         assert (p.eps_low, p.eps_high, p.dual_clip_c, p.aggregation) == (0.2, 0.2, None, "token_mean")
         assert p.mask_truncated and not p.overlong_shaping and not p.dynamic_sampling
     assert base.kl_beta == cf.kl_beta in (0.005, 0.01) and cf.weights_on_kl and cf.token_weights == "cf"
-    assert set(cfg.eval.benchmarks) == {"gsm8k", "mbpp_plus"}
+    assert set(cfg.eval.suites["curve"].sets) == {"gsm8k", "mbpp_plus"}
 
 
 def test_prepare_data_writes_the_dag_format_from_a_registered_set(tmp_path):

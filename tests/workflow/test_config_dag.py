@@ -53,12 +53,15 @@ def test_yaml_1e_4_and_nested_config_overrides_are_numbers(tmp_path):
     assert proc.returncode == 0, text[-3000:]
     proc, text = dry_run(tmp_path, None, "rl={lr: 1e-4, steps: 6}", "seeds=[1, 2]")
     assert proc.returncode == 0, text[-3000:]
-    assert jobs(text)["rl"] == 10 and jobs(text)["evaluate"] == 2 * (1 + 5 * 3)  # 5 methods, 6 steps: 3 checkpoints
+    # 5 methods x 2 seeds, 6 steps: 3 checkpoints each, and the SFT start once
+    assert jobs(text)["rl"] == 10 and jobs(text)["eval_generate_curve"] == jobs(text)["eval_score_curve"] == 1 + 30
 
 
 @pytest.mark.parametrize(("extra", "key"), [
     ("report: {baseline: ppo}\n", "report/baseline"),
-    ("eval: {benchmarks: [synthetic, no_such_set]}\n", "eval/benchmarks"),
+    ("eval: {suites: {curve: {sets: [synthetic, no_such_set]}}}\n", "eval/suites/curve/sets/1"),
+    ("eval: {benchmarks: [synthetic]}\n", "eval/benchmarks"),  # an old config: one line saying what to write
+    ("real_eval: {limit: 5}\n", "real_eval"),
     ("model: {hidden_size: 66, num_heads: 4, num_kv_heads: 2}\n", "model/hidden_size"),  # 66 % 4
     ("model: {hidden_size: 60, num_heads: 4, num_kv_heads: 2}\n", "model/hidden_size"),  # head dim 15
     ("model: {num_heads: 4, num_kv_heads: 3}\n", "model/num_kv_heads"),
@@ -85,19 +88,20 @@ def test_a_tracking_backend_without_its_writer_fails_at_dag_time(tmp_path):
 def test_gpqa_dir_env_var_is_honoured_and_a_requested_missing_set_fails(tmp_path):
     empty = tmp_path / "no_gpqa"
     empty.mkdir()
-    line = one_error_line(*dry_run(tmp_path, "real_eval: {sets: [gpqa_diamond]}\n",
+    line = one_error_line(*dry_run(tmp_path, "eval: {suites: {real: {sets: [gpqa_diamond]}}}\n",
                                    env={"CREDITBENCH_GPQA_DIR": str(empty)}))
-    assert line.startswith("config key 'real_eval/sets'") and str(empty) in line and "CREDITBENCH_GPQA_DIR" in line
+    assert line.startswith("config key 'eval/suites/real/sets'") and str(empty) in line
+    assert "CREDITBENCH_GPQA_DIR" in line
 
 
 @pytest.mark.skipif(not (DEFAULT_GPQA_DIR / "gpqa_diamond.csv").is_file(), reason="GPQA-Diamond not on this machine")
 def test_gpqa_found_through_the_env_var_is_planned(tmp_path):
     moved = tmp_path / "gpqa"
     shutil.copytree(DEFAULT_GPQA_DIR, moved)
-    proc, text = dry_run(tmp_path, "real_eval: {sets: [gpqa_diamond], checkpoints: [sft]}\n",
+    proc, text = dry_run(tmp_path, "eval: {suites: {real: {sets: [gpqa_diamond], checkpoints: [sft]}}}\n",
                          env={"CREDITBENCH_GPQA_DIR": str(moved)})
     assert proc.returncode == 0, text[-3000:]
-    assert jobs(text)["real_generate"] == 1
+    assert jobs(text)["eval_generate_real"] == 1
 
 
 def test_a_corrupted_data_file_fails_at_dag_time(tmp_path):
@@ -105,8 +109,9 @@ def test_a_corrupted_data_file_fails_at_dag_time(tmp_path):
     shutil.copytree(REPO / "data" / "benchmarks", bench)
     target = bench / get_benchmark("gsm8k").path
     target.write_bytes(target.read_bytes().replace(b"a", b"b", 1))
-    line = one_error_line(*dry_run(tmp_path, f"data: {{benchmarks_dir: {bench}}}\nreal_eval: {{sets: [gsm8k]}}\n"))
-    assert line.startswith("config key 'real_eval/sets'") and str(target) in line and "sha256" in line
+    extra = f"data: {{benchmarks_dir: {bench}}}\neval: {{suites: {{real: {{sets: [gsm8k]}}}}}}\n"
+    line = one_error_line(*dry_run(tmp_path, extra))
+    assert line.startswith("config key 'eval/suites/real/sets'") and str(target) in line and "sha256" in line
 
 
 def test_trl_backend_refuses_an_unsupported_preset_at_dag_time(tmp_path):

@@ -22,18 +22,20 @@ OVERLAY = REPO / "config" / "overlays" / "trl_cpu2.yaml"
 SMOKE = REPO / "config" / "overlays" / "real_cpu_smoke.yaml"
 
 
-def test_real_cpu_dry_run_has_every_method_credit_analysis_and_real_eval(tmp_path):
+def test_real_cpu_dry_run_has_every_method_credit_analysis_and_both_suites(tmp_path):
     text = snakemake(tmp_path, "-n", "-p", "--configfile", str(EXPERIMENTS / "real_cpu.yaml"))
     jobs = job_counts(text)
     assert jobs["rl"] == 20 and jobs["credit_analysis"] == 1  # grpo, dapo, dapo_twin, delta, cf x 4 seeds
     assert jobs["real_credit"] == 1 and "credit_fidelity" not in jobs  # real text: Monte-Carlo truth (issue 34)
     real = next(line for line in text.splitlines() if "-m training.studies.real_credit" in line)
     assert "models/sft" in real and "runs/dapo/seed0/checkpoints/step12" in real and "--seed 0" in real
-    assert jobs["real_generate"] == 24 and jobs["evaluate"] == 44  # step 0 per seed; 6 and 12 per run
+    # the SFT start once per suite (greedy: it was 4 identical evaluations, one per seed); steps 6 and 12 per run
+    assert jobs["eval_generate_real"] == 1 + 20 and jobs["eval_generate_curve"] == 1 + 40
     assert "-m training.prepare_data" in text and "accelerate" not in text
     raw = resolved(tmp_path, EXPERIMENTS / "real_cpu.yaml")
-    assert raw["train_data"]["dataset"] == "reasoning_gym" and raw["eval"]["benchmarks"] == ["rg_chain_sum_2x1"]
-    assert raw["real_eval"]["sets"] == ["rg_chain_sum_3x1", "gsm8k"] and raw["real_eval"]["subset_seed"] == 0
+    curve, real = raw["eval"]["suites"]["curve"], raw["eval"]["suites"]["real"]
+    assert raw["train_data"]["dataset"] == "reasoning_gym" and curve["sets"] == ["rg_chain_sum_2x1"]
+    assert real["sets"] == ["rg_chain_sum_3x1", "gsm8k"] and real["subset_seed"] == 0
 
 
 @pytest.mark.slow
@@ -56,7 +58,8 @@ def test_real_cpu_smoke_runs_the_whole_dag_to_every_table_and_figure(tmp_path):
     for method in ("grpo", "dapo", "dapo_twin", "delta", "cf"):
         rows = [json.loads(line) for line in (out / "runs" / method / "seed0" / "metrics.jsonl").open()]
         assert [r["step"] for r in rows] == [0, 1] and all(r["tokens_generated"] > 0 for r in rows)
-        summary = json.loads((out / "eval" / method / "seed0" / "step2" / "rg_chain_sum_2x1.summary.json").read_text())
+        path = out / "eval" / "curve" / method / "seed0" / "step2" / "rg_chain_sum_2x1.summary.json"
+        summary = json.loads(path.read_text())
         assert summary["n_problems"] == 4 and summary["benchmark"] == "rg_chain_sum_2x1"
     manifest = json.loads((out / "data" / "manifest.json").read_text())
     assert manifest["train_data"]["reasoning_gym"] == "0.1.25" and manifest["files"]["train"]["count"] == 16

@@ -1,4 +1,4 @@
-"""The real-benchmark rules (config real_eval) in the DAG: dry runs list their jobs for the default
+"""The evaluation suites (config eval.suites) in the DAG: dry runs list the real suite's jobs for the default
 config, none for CI, the overlay switches to the full sets; one tiny run goes through the split rules."""
 
 from __future__ import annotations
@@ -43,23 +43,25 @@ def job_counts(text: str) -> dict[str, int]:
 
 def test_default_dry_run_lists_sft_and_seed1_finals_on_every_set(tmp_path):
     jobs = job_counts(snakemake(tmp_path, "-n"))
-    assert (jobs["real_generate"], jobs["real_score"], jobs["real_report"]) == (7, 7, 1)  # SFT + 6 methods
-    assert resolved(tmp_path)["real_eval"]["limit"] == 2
+    assert (jobs["eval_generate_real"], jobs["eval_score_real"], jobs["suite_report_real"]) == (7, 7, 1)  # SFT + 6
+    # the curve suite: the SFT start once, 6 methods x 3 seeds x 2 checkpoints
+    assert jobs["eval_generate_curve"] == jobs["eval_score_curve"] == 1 + 6 * 3 * 2
+    assert resolved(tmp_path)["eval"]["suites"]["real"]["limit"] == 2
     assert not tmp_path.exists() or not any(tmp_path.iterdir()), "a dry run wrote files"
 
 
-def test_ci_dry_run_has_no_real_eval_jobs(tmp_path):
+def test_ci_dry_run_has_no_real_suite_jobs(tmp_path):
     jobs = job_counts(snakemake(tmp_path, "-n", "--configfile", str(EXPERIMENTS / "ci.yaml")))
-    assert not {"real_generate", "real_score", "real_report"} & set(jobs)
+    assert not {"eval_generate_real", "eval_score_real", "suite_report_real"} & set(jobs)
 
 
 def test_full_sets_overlay_and_gguf_rule_of_real_smoke(tmp_path):
     overlay = REPO / "config" / "overlays" / "benchmarks_full.yaml"
     text = snakemake(tmp_path, "-n", "--configfile", str(EXPERIMENTS / "real_smoke.yaml"), str(overlay))
     raw = resolved(tmp_path, EXPERIMENTS / "real_smoke.yaml", overlay)
-    assert raw["real_eval"]["limit"] is None and raw["experiment"] == "real_smoke"
+    assert raw["eval"]["suites"]["real"]["limit"] is None and raw["experiment"] == "real_smoke"
     jobs = job_counts(text)
-    assert jobs["convert_gguf"] == 1 and (jobs["real_generate"], jobs["real_score"]) == (2, 2)
+    assert jobs["convert_gguf"] == 1 and (jobs["eval_generate_real"], jobs["eval_score_real"]) == (2, 2)
     assert text.index("rule convert_gguf") < text.index("rule build_model")
 
 
@@ -71,13 +73,13 @@ TINY = {
     "sft": {"steps": 0},
     "rl": {"steps": 1, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 4, "max_new_tokens": 8,
            "checkpoint_every": 1},
-    "eval": {"k": 1, "max_new_tokens": 8},
-    "real_eval": {"sets": ["gsm8k", "arc_challenge"], "limit": 3, "k": 2, "temperature": 1.0, "max_new_tokens": 8,
-                  "batch_size": 4},
+    "eval": {"suites": {"curve": {"k": 1, "max_new_tokens": 8},
+                        "real": {"sets": ["gsm8k", "arc_challenge"], "limit": 3, "k": 2, "temperature": 1.0,
+                                 "max_new_tokens": 8, "batch_size": 4}}},
 }
 CLI_SAME = ["--sets", "gsm8k,arc_challenge", "--limit", "3", "--subset-seed", "0", "--seed", "1", "--k", "2",
             "--temperature", "1.0", "--max-new-tokens", "8", "--batch-size", "4"]
-"""``creditbench eval``'s arguments for TINY's real_eval on the SFT checkpoint (run seed 1)."""
+"""``creditbench eval``'s arguments for TINY's real suite on the SFT checkpoint (sampled with seed 1)."""
 TIMING = ("latency_s", "grade_seconds")
 SAME_SUMMARY = ("benchmark", "n_problems", "k", "n_samples", "avg_at_k", "ci95", "pass_at_k", "maj_at_k",
                 "problem_ids", "per_problem_correct", "reasons", "grader_version", "template", "metrics", "sampling",
@@ -94,20 +96,20 @@ def test_tiny_model_through_generate_score_and_report(tmp_path):
     out = tmp_path / "out"
     snakemake(out, "--configfile", str(config), "--", str(out / "real_tables"), timeout=900)
     for name in ("gsm8k", "arc_challenge"):
-        ids = [p.id for p in select(load_benchmark(name), 3, 0)]  # the one subset rule, seed real_eval.subset_seed
+        ids = [p.id for p in select(load_benchmark(name), 3, 0)]  # the one subset rule, the suite's subset_seed
         assert ids != [p.id for p in load_benchmark(name)[:3]]
         for ckpt in ("sft/seed1/step0", "dapo/seed1/step1"):
-            d = out / "real_eval" / ckpt
+            d = out / "eval" / "real" / ckpt
             raw = [json.loads(x) for x in (d / f"{name}.raw.jsonl").read_text().splitlines()]
             summary = json.loads((d / f"{name}.summary.json").read_text())
             assert list(dict.fromkeys(r["problem_id"] for r in raw)) == ids == summary["problem_ids"]
             assert (summary["n_problems"], summary["limit"], summary["subset_seed"]) == (3, 3, 0)
             assert summary["data_sha256"] == BENCHMARKS[name].sha256
-    gsm8k = json.loads((out / "real_eval" / "sft/seed1/step0/gsm8k.summary.json").read_text())
+    gsm8k = json.loads((out / "eval" / "real" / "sft/seed1/step0/gsm8k.summary.json").read_text())
     assert (gsm8k["k"], gsm8k["template"], gsm8k["sampling"]["max_new_tokens"]) == (2, "base_boxed", 8)
     table = (out / "real_tables" / "gsm8k.md").read_text()
     assert "DAPO" in table and "SFT (start)" in table
-    assert not (out / "eval" / "sft" / "seed1" / "step0" / "gsm8k.summary.json").exists()
+    assert not (out / "eval" / "curve" / "sft" / "seed1" / "step0" / "gsm8k.summary.json").exists()
 
     cli = tmp_path / "cli"
     proc = subprocess.run([sys.executable, "-m", "training.cli", "eval", "--model", str(out / "models" / "sft"),
@@ -115,7 +117,7 @@ def test_tiny_model_through_generate_score_and_report(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((cli / "results.json").read_text())
     for name in ("gsm8k", "arc_challenge"):
-        workflow = out / "real_eval" / "sft" / "seed1" / "step0"
+        workflow = out / "eval" / "real" / "sft" / "seed1" / "step0"
         ours = [{k: v for k, v in json.loads(x).items() if k not in TIMING}
                 for x in (cli / f"samples_{name}.jsonl").read_text().splitlines()]
         theirs = [{k: v for k, v in json.loads(x).items() if k not in TIMING}

@@ -46,7 +46,8 @@ def seeds_run(out: Path) -> dict[str, list[int]]:
 
 def stamps(out: Path) -> dict[Path, int]:
     """mtime of every file of the shared SFT model and of seeds 1-2 (runs and evaluations)."""
-    files = [*(out / "models" / "sft").rglob("*"), *out.glob("runs/*/seed[12]/**/*"), *out.glob("eval/*/seed[12]/**/*")]
+    files = [*(out / "models" / "sft").rglob("*"), *out.glob("runs/*/seed[12]/**/*"),
+             *out.glob("eval/curve/*/seed[12]/**/*")]
     return {p: p.stat().st_mtime_ns for p in files if p.is_file()}
 
 
@@ -64,7 +65,7 @@ def test_seeds_are_added_until_decided_or_the_cap(tmp_path: Path) -> None:
     small.write_text(SMALL)
     snakemake(out, small, 1000.0)
     assert seeds_run(out) == {"dapo": [1, 2], ARM: [1, 2]}
-    final = final_records(load_results(out))
+    final = final_records(load_results(out, "eval/curve"))
     for seed in (1, 2):  # the arms differ at every seed: the verdicts below are about data, not a zero SE
         diffs = np.concatenate(list(paired_blocks(final, ARM, "dapo", [seed], ["synthetic"]).values()))
         assert np.abs(diffs).sum() > 0, f"{ARM} and dapo score alike on every problem at seed {seed}"

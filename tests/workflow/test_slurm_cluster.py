@@ -130,7 +130,7 @@ def test_slurm_cluster_ci_dag_through_sbatch_resumes_a_cancelled_job(slurm_dag, 
         submitted[rule] = submitted.get(rule, 0) + 1
     want = {r: n + (r == "rl") for r, n in planned.items() if r != "all"}
     assert submitted == want, (submitted, planned, rerun)
-    assert rerun["rl"] == 1 and rerun.get("evaluate", 0) >= 1 and set(rerun) <= set(planned), rerun
+    assert rerun["rl"] == 1 and rerun.get("eval_generate_curve", 0) >= 1 and set(rerun) <= set(planned), rerun
     states = [j["state"] for j in d["jobs"]]
     assert states.count("CANCELLED") == 1 and states.count("COMPLETED") == len(states) - 1, d["jobs"]
     tables_equal(ci_local_run, d["out"])

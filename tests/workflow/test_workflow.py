@@ -177,7 +177,8 @@ def test_same_config_plans_nothing(undisturbed):
 def test_rl_lr_change_replans_rl_evaluate_report_only(undisturbed, tmp_path):
     before = sorted((p, p.stat().st_mtime_ns) for p in undisturbed.rglob("*"))
     jobs = dry_run(undisturbed, write_yaml(tmp_path / "lr.yaml", "rl: {lr: 2.0e-4}\n"))
-    assert jobs == {"rl": 5, "evaluate": 10, "credit_analysis": 1, "credit_fidelity": 1, "report": 1, "all": 1}, jobs
+    assert jobs == {"rl": 5, "eval_generate_curve": 10, "eval_score_curve": 10, "credit_analysis": 1,
+                    "credit_fidelity": 1, "report": 1, "all": 1}, jobs
     assert sorted((p, p.stat().st_mtime_ns) for p in undisturbed.rglob("*")) == before, "a dry run wrote files"
 
 
@@ -185,12 +186,13 @@ def test_grad_snr_toggle_replans_the_rl_jobs_that_read_it(undisturbed, tmp_path)
     """``training.rl`` reads ``fidelity.grad_snr`` (its metrics rows): toggling it reruns rl and what follows
     (issue 23: RULE_SECTIONS omitted it, so it reran only the fidelity table; ``tests/test_drift.py``)."""
     jobs = dry_run(undisturbed, write_yaml(tmp_path / "snr.yaml", "fidelity: {grad_snr: false}\n"))
-    assert jobs == {"rl": 5, "evaluate": 10, "credit_analysis": 1, "credit_fidelity": 1, "report": 1, "all": 1}, jobs
+    assert jobs == {"rl": 5, "eval_generate_curve": 10, "eval_score_curve": 10, "credit_analysis": 1,
+                    "credit_fidelity": 1, "report": 1, "all": 1}, jobs
 
 
 def test_eval_k_change_replans_evaluation_and_report_only(undisturbed, tmp_path):
-    jobs = dry_run(undisturbed, write_yaml(tmp_path / "k.yaml", "eval: {k: 3}\n"))
-    assert jobs == {"evaluate": 11, "report": 1, "all": 1}, jobs
+    jobs = dry_run(undisturbed, write_yaml(tmp_path / "k.yaml", "eval: {suites: {curve: {k: 3}}}\n"))
+    assert jobs == {"eval_generate_curve": 11, "eval_score_curve": 11, "report": 1, "all": 1}, jobs
 
 
 # ------------------------------------------------------------------- a second invocation, a kill

@@ -8,8 +8,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir)))
 from common.config import ConfigError, config_from_dict, resolved_config_path, rule_digest  # noqa: E402
 from common.config import write_resolved_config  # noqa: E402
-from evaluation.real_eval import available_sets, check_data_files  # noqa: E402
-from evaluation.real_eval import checkpoints as real_checkpoints  # noqa: E402
+from evaluation.suites import MAIN_SUITE, plan_sets, tables_dir  # noqa: E402
+from evaluation.suites import checkpoints as suite_checkpoints  # noqa: E402 (Snakemake owns `checkpoints`)
 from training.launch import launch_prefix, slurm_resources  # noqa: E402
 from training.presets import check_methods  # noqa: E402
 from training.tracking import check_available  # noqa: E402
@@ -18,10 +18,9 @@ try:
     CFG = config_from_dict(config)  # validates, fills the schema defaults, checks cross-key constraints
     check_methods(CFG.raw)  # preset names and knobs (training.presets)
     check_available(CFG.tracking)  # the tracking backend's writer is installed (training.tracking)
-    # Real benchmarks (config real_eval) on the SFT and final checkpoints: the sets are fixed here, and
-    # every data file the DAG uses is verified now, not after training.
-    REAL_SETS = available_sets(CFG, explicit="sets" in (config.get("real_eval") or {}))
-    check_data_files(CFG, REAL_SETS)
+    # Evaluation suites (config eval.suites): each suite's sets are fixed here, and every data file the DAG
+    # uses and every suite's sampling knobs are verified now, not after training.
+    SUITE_SETS = plan_sets(CFG, config)
 except ConfigError as err:
     sys.exit(f"creditbench config error: {err}")
 OUT = CFG.output_dir
@@ -62,19 +61,19 @@ wildcard_constraints:
     benchmark="[a-z0-9_]+",
 
 
+def eval_dir(suite: str, method: str, seed, step) -> str:
+    return f"{OUT}/eval/{suite}/{method}/seed{seed}/step{step}"
+
+
+def suite_targets(suite: str, seeds: dict[str, int] | None = None) -> list[str]:
+    """The summaries of one suite (evaluation.suites.checkpoints; ``seeds``: seeds: auto's method -> seeds)."""
+    return [f"{eval_dir(suite, m, s, n)}/{b}.summary.json" for m, s, n in suite_checkpoints(CFG, suite, seeds)
+            for b in SUITE_SETS[suite]]
+
+
 def eval_targets(seeds: dict[str, int] | None = None) -> list[str]:
-    """Every evaluation of the runs: each method on its seeds (``seeds``: method -> 1..n, else CFG.seeds for
-    all) at every checkpoint step, and the SFT start on every seed any method has."""
-    per_method = {m: list(range(1, seeds[m] + 1)) for m in CFG.methods} if seeds else dict.fromkeys(CFG.methods, CFG.seeds)
-    targets = []
-    for bench in CFG.eval.benchmarks:
-        for seed in sorted({s for ss in per_method.values() for s in ss}):
-            targets.append(f"{OUT}/eval/sft/seed{seed}/step0/{bench}.summary.json")
-        for method, method_seeds in per_method.items():
-            for seed in method_seeds:
-                for step in CFG.rl.checkpoint_steps:
-                    targets.append(f"{OUT}/eval/{method}/seed{seed}/step{step}/{bench}.summary.json")
-    return targets
+    """The main suite's summaries (OUT/tables, seeds: auto's looks)."""
+    return suite_targets(MAIN_SUITE, seeds) if MAIN_SUITE in SUITE_SETS else []
 
 
 # seeds: auto (common.config.SeedsAuto): the checkpoint seed_plan (report.smk) runs after each look and says
@@ -138,7 +137,7 @@ def analysis_targets() -> list[str]:
 
 def all_outputs() -> list[str]:
     tables = [f"{OUT}/tables/main.md", f"{OUT}/tables/wallclock.md", f"{OUT}/figures"]
-    return eval_targets() + tables + analysis_targets() + real_outputs() + fidelity_outputs()  # fidelity.smk
+    return eval_targets() + tables + analysis_targets() + suite_outputs() + fidelity_outputs()  # fidelity.smk
 
 
 def model_for_eval(wildcards) -> str:
@@ -148,24 +147,19 @@ def model_for_eval(wildcards) -> str:
     return f"{OUT}/runs/{wildcards.method}/seed{wildcards.seed}/checkpoints/step{wildcards.step}"
 
 
-def eval_data_args(wildcards) -> str:
-    if wildcards.benchmark == "synthetic":
-        return f"--data {OUT}/data/heldout.jsonl --data-manifest {OUT}/data/manifest.json"
-    return ""
+def suite_args(suite: str) -> str:
+    """The sets of ``suite`` and, when it evaluates the generated held-out set, that file and its manifest."""
+    data = f" --data {OUT}/data/heldout.jsonl --data-manifest {OUT}/data/manifest.json"
+    return f"--suite {suite} --sets {' '.join(SUITE_SETS[suite])}" + (data if "synthetic" in SUITE_SETS[suite] else "")
 
 
-REAL_DIR = f"{OUT}/real_eval"
+def suite_files(suite: str, suffix: str) -> list[str]:
+    """One ``<set>.<suffix>`` per set of ``suite`` at a checkpoint, its wildcards left in."""
+    return [f"{eval_dir(suite, '{method}', '{seed}', '{step}')}/{b}.{suffix}" for b in SUITE_SETS[suite]]
 
 
-def real_files(suffix: str) -> list[str]:
-    """One ``<set>.<suffix>`` per real set of a checkpoint, its wildcards left in."""
-    return [f"{REAL_DIR}/{{method}}/seed{{seed}}/step{{step}}/{b}.{suffix}" for b in REAL_SETS]
+OTHER_SUITES = [s for s in SUITE_SETS if s != MAIN_SUITE]  # each with its own OUT/<suite>_tables (report.smk)
 
 
-def real_eval_targets() -> list[str]:
-    ckpts = real_checkpoints(CFG)
-    return [f"{REAL_DIR}/{m}/seed{s}/step{n}/{b}.summary.json" for m, s, n in ckpts for b in REAL_SETS]
-
-
-def real_outputs() -> list[str]:
-    return [f"{OUT}/real_tables"] if REAL_SETS and real_checkpoints(CFG) else []
+def suite_outputs() -> list[str]:
+    return [f"{OUT}/{tables_dir(s)}" for s in OTHER_SUITES if suite_checkpoints(CFG, s)]

@@ -1,72 +1,55 @@
-rule evaluate:
-    input:
-        model=model_for_eval,
-        data=f"{OUT}/data/manifest.json",
-    output:
-        summary=f"{OUT}/eval/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}.summary.json",
-        samples=f"{OUT}/eval/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}.samples.jsonl",
-    params:
-        prefix=f"{OUT}/eval/{{method}}/seed{{seed}}/step{{step}}/{{benchmark}}",
-        data=eval_data_args,
-        config=config_digest("evaluate"),
-    log:
-        f"{OUT}/logs/eval/{{method}}_seed{{seed}}_step{{step}}_{{benchmark}}.log",
-    conda:
-        "../../envs/eval.yaml"
-    threads: 1
-    resources:
-        **slurm_resources(CFG, "evaluate"),
-    shell:
-        "{PY} -m evaluation.evaluate --config {CONFIG_FILE} --model-dir {input.model} "
-        "--benchmark {wildcards.benchmark} {params.data} --method {wildcards.method} "
-        "--seed {wildcards.seed} --step {wildcards.step} --out-prefix {params.prefix} > {log} 2>&1"
+# Evaluation (config eval.suites): per suite and checkpoint, generation (GPU-bound: samples of the math and code
+# sets; the multiple-choice sets by log-likelihood through lm-eval) and scoring (CPU-bound: answer checker,
+# EvalPlus sandbox) are separate jobs, both thin CLIs over the one driver (evaluation.driver) that
+# `creditbench eval` runs. Written once, a pair per suite (eval_generate_<suite>, eval_score_<suite>): a
+# suite's sets are its jobs' declared outputs. The SFT start is one job per suite (evaluation.suites).
+for _suite in SUITE_SETS:
 
-
-# Real benchmarks (config real_eval): generation (GPU-bound; the multiple-choice sets by log-likelihood
-# through lm-eval) and scoring (CPU-bound: answer checker, EvalPlus sandbox) are separate jobs per checkpoint.
-# Every evaluation rule is a thin CLI over the one driver (evaluation.driver) that `creditbench eval` runs.
-if REAL_SETS:
-
-    rule real_generate:
+    rule:
+        name:
+            f"eval_generate_{_suite}"
         input:
             model=model_for_eval,
+            data=[f"{OUT}/data/manifest.json"] if "synthetic" in SUITE_SETS[_suite] else [],
         output:
-            raw=real_files("raw.jsonl"),
-            meta=real_files("gen.json"),
+            raw=suite_files(_suite, "raw.jsonl"),
+            meta=suite_files(_suite, "gen.json"),
         params:
-            out_dir=f"{REAL_DIR}/{{method}}/seed{{seed}}/step{{step}}",
-            sets=" ".join(REAL_SETS),
-            config=config_digest("real_generate"),
+            out_dir=eval_dir(_suite, "{method}", "{seed}", "{step}"),
+            args=suite_args(_suite),
+            config=rule_digest(CFG.raw, "eval_generate", suite=_suite),
         log:
-            f"{OUT}/logs/real_eval/{{method}}_seed{{seed}}_step{{step}}_generate.log",
+            f"{OUT}/logs/eval/{_suite}/{{method}}_seed{{seed}}_step{{step}}_generate.log",
         conda:
             "../../envs/eval.yaml"
         threads: 1
         resources:
-            **slurm_resources(CFG, "evaluate"),
+            **slurm_resources(CFG, "eval_generate"),
         shell:
-            "{PY} -m evaluation.real_eval generate --config {CONFIG_FILE} --model-dir {input.model} "
+            "{PY} -m evaluation.evaluate generate --config {CONFIG_FILE} {params.args} --model-dir {input.model} "
             "--method {wildcards.method} --seed {wildcards.seed} --step {wildcards.step} "
-            "--out-dir {params.out_dir} --sets {params.sets} > {log} 2>&1"
+            "--out-dir {params.out_dir} > {log} 2>&1"
 
-    rule real_score:
+    rule:
+        name:
+            f"eval_score_{_suite}"
         input:
-            raw=real_files("raw.jsonl"),
-            meta=real_files("gen.json"),
+            raw=suite_files(_suite, "raw.jsonl"),
+            meta=suite_files(_suite, "gen.json"),
         output:
-            summaries=real_files("summary.json"),
-            samples=real_files("samples.jsonl"),
+            summaries=suite_files(_suite, "summary.json"),
+            samples=suite_files(_suite, "samples.jsonl"),
         params:
-            out_dir=f"{REAL_DIR}/{{method}}/seed{{seed}}/step{{step}}",
-            sets=" ".join(REAL_SETS),
-            config=config_digest("real_score"),
+            out_dir=eval_dir(_suite, "{method}", "{seed}", "{step}"),
+            args=suite_args(_suite),
+            config=rule_digest(CFG.raw, "eval_score", suite=_suite),
         log:
-            f"{OUT}/logs/real_eval/{{method}}_seed{{seed}}_step{{step}}_score.log",
+            f"{OUT}/logs/eval/{_suite}/{{method}}_seed{{seed}}_step{{step}}_score.log",
         conda:
             "../../envs/eval.yaml"
         threads: 1
         resources:
-            **slurm_resources(CFG, "real_score"),
+            **slurm_resources(CFG, "eval_score"),
         shell:
-            "{PY} -m evaluation.real_eval score --config {CONFIG_FILE} --out-dir {params.out_dir} "
-            "--sets {params.sets} > {log} 2>&1"
+            "{PY} -m evaluation.evaluate score --config {CONFIG_FILE} {params.args} --out-dir {params.out_dir} "
+            "> {log} 2>&1"

@@ -16,7 +16,8 @@ checkpoint seed_plan:
         "../../envs/report.yaml"
     threads: 1
     shell:
-        "{PY} -m evaluation.report.plan --results {OUT} --out {output} --methods {params.methods} "
+        "{PY} -m evaluation.report.plan --results {OUT} --eval-dir eval/{MAIN_SUITE} --out {output} "
+        "--methods {params.methods} "
         "--baseline {params.baseline} --looks {params.looks} --look {wildcards.look} "
         "--equivalence-margin {params.margin} --spending {params.spending} > {log} 2>&1"
 
@@ -47,32 +48,37 @@ rule report:
         "../../envs/report.yaml"
     threads: 1
     shell:
-        "{PY} -m evaluation.report --results {OUT} --out {OUT}/tables --baseline {params.baseline} "
+        "{PY} -m evaluation.report --results {OUT} --eval-dir eval/{MAIN_SUITE} --out {OUT}/tables "
+        "--baseline {params.baseline} "
         "--audit-max-samples {params.audit} --max-drop-pct {params.drops} {params.mix}{params.verdicts} "
         "--plots --figures {OUT}/figures > {log} 2>&1" + fidelity_copy()
 
 
-if REAL_SETS:
+# Every other suite (config eval.suites) has its own tables, OUT/<suite>_tables (real: OUT/real_tables).
+for _suite in OTHER_SUITES:
 
-    rule real_report:
+    rule:
+        name:
+            f"suite_report_{_suite}"
         input:
-            summaries=real_eval_targets(),
+            summaries=suite_targets(_suite),
             metrics=[f"{OUT}/runs/{m}/seed{s}/metrics.jsonl" for m in CFG.methods for s in CFG.seeds],
         output:
-            report(directory(f"{OUT}/real_tables"), patterns=["{name}.html"], caption="../report/tables.rst",
-                   category="Real benchmarks", labels={"table": "{name}"}),
+            report(directory(f"{OUT}/{tables_dir(_suite)}"), patterns=["{name}.html"], caption="../report/tables.rst",
+                   category=f"Suite {_suite}", labels={"table": "{name}"}),
         params:
+            eval_dir=f"eval/{_suite}",
             baseline=CFG.report.baseline,
             audit=CFG.report.audit_max_samples,
             drops=CFG.report.max_drop_pct,
             mix="--mix-engines " if CFG.report.mix_engines else "",
             margin=CFG.report.equivalence_margin,
         log:
-            f"{OUT}/logs/real_report.log",
+            f"{OUT}/logs/{tables_dir(_suite)}.log",
         conda:
             "../../envs/report.yaml"
         threads: 1
         shell:
-            "{PY} -m evaluation.report --results {OUT} --eval-dir real_eval --out {output} "
+            "{PY} -m evaluation.report --results {OUT} --eval-dir {params.eval_dir} --out {output} "
             "--baseline {params.baseline} --audit-max-samples {params.audit} --max-drop-pct {params.drops} "
             "{params.mix}--equivalence-margin {params.margin} > {log} 2>&1"

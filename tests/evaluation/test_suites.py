@@ -1,5 +1,6 @@
-"""Real benchmarks split into generate and score jobs (evaluation.real_eval): which checkpoints and sets, a
-fixed subset, and one tiny model through both jobs on a math, a code and a multiple-choice set."""
+"""Evaluation suites (config eval.suites; evaluation.suites plans them, evaluation.evaluate runs them as
+generate and score jobs): which checkpoints and sets, the old keys' one-line errors, a fixed subset, and one
+tiny model through both jobs on a math, a code and a multiple-choice set."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from common.config import ConfigError, config_from_dict, load_config, load_schema
-from evaluation import driver, real_eval
+from evaluation import driver, evaluate, suites
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, SUITES, Problem, load_benchmark
 from evaluation.mcq import prompt_record
 
@@ -19,55 +20,113 @@ REPO = Path(__file__).resolve().parents[2]
 BASE = {"experiment": "t", "output_dir": "x", "seeds": [3, 4], "methods": ["grpo", "dapo"]}
 
 
+def with_suite(name: str, section: dict, **extra) -> dict:
+    return {**BASE, "eval": {"suites": {name: section}}, **extra}
+
+
 def test_default_config_evaluates_sft_and_the_first_seed_finals_on_every_set():
     cfg = load_config(REPO / "config" / "config.yaml")
-    assert real_eval.checkpoints(cfg) == [("sft", 1, 0)] + [(m, 1, cfg.rl.steps) for m in cfg.methods]
-    assert cfg.real_eval.limit == 2 and cfg.real_eval.k == 1 and cfg.real_eval.temperature == 0.0
-    gen, mcq = driver.split_sets(cfg.real_eval.sets)
+    real = cfg.eval.suites["real"]
+    assert suites.checkpoints(cfg, "real") == [("sft", 1, 0)] + [(m, 1, cfg.rl.steps) for m in cfg.methods]
+    assert real.limit == 2 and real.k == 1 and real.temperature == 0.0
+    gen, mcq = driver.split_sets(real.sets)
     assert set(mcq) == {"gpqa_diamond", "arc_challenge", "mmlu_stem"} and {"mbpp_plus", "aime24"} <= set(gen)
-    assert len(cfg.real_eval.sets) == 17
+    assert len(real.sets) == 17
+
+
+def test_the_curve_suite_evaluates_every_checkpoint_and_the_start_once():
+    """The SFT start is one model: one evaluation per suite and set (sampled with the first seed), not one per
+    seed; every method x seed x kept checkpoint after it."""
+    cfg = load_config(REPO / "config" / "config.yaml")
+    ckpts = suites.checkpoints(cfg, "curve")
+    assert [c for c in ckpts if c[0] == "sft"] == [("sft", 1, 0)]
+    assert len(ckpts) == 1 + len(cfg.methods) * len(cfg.seeds) * len(cfg.rl.checkpoint_steps)
+    curve = cfg.eval.suites["curve"]
+    assert (curve.sets, curve.k, curve.temperature, curve.template, curve.per_problem_seeds) == (
+        ("synthetic",), 4, 1.0, "qa", False)
+
+
+def test_a_suite_written_keeps_its_built_in_keys_and_a_new_suite_starts_from_the_key_defaults():
+    cfg = config_from_dict(with_suite("real", {"limit": 5}))
+    assert cfg.eval.suites["real"].limit == 5 and len(cfg.eval.suites["real"].sets) == 17
+    assert cfg.eval.suites["curve"].k == 4  # the other built-in suite untouched
+    extra = config_from_dict(with_suite("gsm8k_full", {"sets": ["gsm8k"]}))
+    new = extra.eval.suites["gsm8k_full"]
+    assert (new.limit, new.k, new.checkpoints, new.seeds) == (None, 1, ("sft", "final"), "first")
 
 
 def test_checkpoints_follow_the_seeds_methods_and_checkpoints_keys():
     section = {"seeds": [4], "methods": ["dapo"], "checkpoints": ["final"]}
-    cfg = config_from_dict({**BASE, "real_eval": section})
-    assert real_eval.checkpoints(cfg) == [("dapo", 4, cfg.rl.steps)]
-    sft_only = config_from_dict({**BASE, "real_eval": {"checkpoints": ["sft"]}})
-    assert real_eval.checkpoints(sft_only) == [("sft", 3, 0)]
+    cfg = config_from_dict(with_suite("real", section))
+    assert suites.checkpoints(cfg, "real") == [("dapo", 4, cfg.rl.steps)]
+    sft_only = config_from_dict(with_suite("real", {"checkpoints": ["sft"]}))
+    assert suites.checkpoints(sft_only, "real") == [("sft", 3, 0)]
 
 
 @pytest.mark.parametrize(("section", "key"), [
-    ({"seeds": [9]}, "real_eval/seeds"), ({"methods": ["cf"]}, "real_eval/methods"),
-    ({"sets": ["synthetic"]}, "real_eval/sets/0"), ({"checkpoints": ["best"]}, "real_eval/checkpoints/0"),
+    ({"seeds": [9]}, "eval/suites/real/seeds"), ({"methods": ["cf"]}, "eval/suites/real/methods"),
+    ({"sets": ["no_such_set"]}, "eval/suites/real/sets/0"),
+    ({"checkpoints": ["best"]}, "eval/suites/real/checkpoints/0"),
 ])
-def test_bad_real_eval_keys_are_named(section, key):
+def test_bad_suite_keys_are_named(section, key):
     with pytest.raises(ConfigError, match=f"config key '{key}'"):
-        config_from_dict({**BASE, "real_eval": section})
+        config_from_dict(with_suite("real", section))
+
+
+@pytest.mark.parametrize(("raw", "line"), [
+    ({"real_eval": {"limit": 5}}, "config key 'real_eval': moved; write its keys under eval.suites.real"),
+    ({"eval": {"k": 2}}, "config key 'eval/k': sampling knobs live in a suite now; write it as eval.suites.curve.k"),
+    ({"eval": {"benchmarks": ["gsm8k"]}}, "write it as eval.suites.curve.sets"),
+])
+def test_an_old_config_gets_one_line_saying_what_to_write(raw, line):
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({**BASE, **raw})
+    assert line in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_readme_eval_snippet_is_a_valid_config():
+    text = (REPO / "README.md").read_text()
+    snippet = yaml.safe_load(text[text.index("`eval: {suites:") + 1:].split("`")[0])
+    cfg = config_from_dict({**BASE, **snippet})
+    assert cfg.eval.suites["real"].limit == 200 and cfg.eval.suites["curve"].checkpoints == ("sft", "every")
+    assert suites.checkpoints(cfg, "real") == [("sft", 3, 0), ("grpo", 3, cfg.rl.steps), ("dapo", 3, cfg.rl.steps)]
+    assert suites.available_sets(cfg, "real") == ("math500",)
 
 
 def test_schema_lists_every_registered_test_set_and_suite():
-    enum = load_schema()["properties"]["real_eval"]["properties"]["sets"]["items"]["enum"]
+    suite = load_schema()["properties"]["eval"]["properties"]["suites"]["additionalProperties"]
+    enum = suite["properties"]["sets"]["items"]["enum"]
     assert sorted(enum) == sorted([n for n, b in BENCHMARKS.items() if b.split == "test" and not b.generated]
-                                  + list(SUITES))
+                                  + list(SUITES) + ["synthetic"])
 
 
-def test_a_suite_in_the_config_is_its_sets():
-    cfg = config_from_dict({**BASE, "real_eval": {"sets": ["competition_math", "gsm8k"]}})
-    assert real_eval.available_sets(cfg) == (*SUITES["competition_math"], "gsm8k")
+def test_the_sampling_keys_are_defined_once_in_the_schema():
+    """Issue 38: one definition of each sampling knob for every suite (the built-in suites' values are data)."""
+    text = (REPO / "workflow" / "schemas" / "config.schema.yaml").read_text()
+    section = text[text.index("\n  eval:\n"):text.index("\n  data:\n")]
+    for key in ("k", "temperature", "top_p", "max_new_tokens", "batch_size", "limit", "limit_per_set", "subset_seed",
+                "template", "templates", "num_fewshot", "mcq_protocol", "per_problem_seeds"):
+        assert sum(line.lstrip().startswith(f"{key}:") for line in section.splitlines()) == 1, key
+
+
+def test_a_suite_of_sets_in_the_config_is_its_sets():
+    cfg = config_from_dict(with_suite("real", {"sets": ["competition_math", "gsm8k"]}))
+    assert suites.available_sets(cfg, "real") == (*SUITES["competition_math"], "gsm8k")
 
 
 def test_limit_per_set_names_listed_sets_or_suite_members():
-    cfg = config_from_dict({**BASE, "real_eval": {"sets": ["competition_math"], "limit_per_set": {"aime24": 3}}})
-    assert real_eval.available_sets(cfg) == SUITES["competition_math"] and cfg.real_eval.limit_for("aime24") == 3
-    bad = config_from_dict({**BASE, "real_eval": {"sets": ["gsm8k"], "limit_per_set": {"aime24": 3}}})
-    with pytest.raises(ConfigError, match="config key 'real_eval/limit_per_set': \\['aime24'\\] not in"):
-        real_eval.available_sets(bad)
+    cfg = config_from_dict(with_suite("real", {"sets": ["competition_math"], "limit_per_set": {"aime24": 3}}))
+    real = cfg.eval.suites["real"]
+    assert suites.available_sets(cfg, "real") == SUITES["competition_math"] and real.limit_for("aime24") == 3
+    bad = config_from_dict(with_suite("real", {"sets": ["gsm8k"], "limit_per_set": {"aime24": 3}}))
+    with pytest.raises(ConfigError, match="config key 'eval/suites/real/limit_per_set': \\['aime24'\\] not in"):
+        suites.available_sets(bad, "real")
 
 
 def test_missing_external_set_is_left_out(tmp_path):
     cfg = config_from_dict({**BASE, "data": {"gpqa_dir": str(tmp_path)}})
-    sets = real_eval.available_sets(cfg)
-    assert "gpqa_diamond" not in sets and len(sets) == len(cfg.real_eval.sets) - 1
+    sets = suites.available_sets(cfg, "real")
+    assert "gpqa_diamond" not in sets and len(sets) == len(cfg.eval.suites["real"].sets) - 1
 
 
 def test_subset_is_the_seeded_draw_kept_in_file_order():
@@ -89,14 +148,16 @@ def split_run(tiny_env, tmp_path_factory):
     pytest.importorskip("evalplus")
     root = tmp_path_factory.mktemp("real")
     raw = yaml.safe_load(Path(tiny_env["config"]).read_text())
-    raw["real_eval"] = {"sets": SETS, "limit": 2, "max_new_tokens": 8, "limit_per_set": {"arc_challenge": 5}}
+    raw["eval"]["suites"]["real"] = {"sets": SETS, "limit": 2, "max_new_tokens": 8,
+                                     "limit_per_set": {"arc_challenge": 5}}
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
     out = root / "sft" / "seed1" / "step0"
     ids = ["--method", "sft", "--seed", "1", "--step", "0"]
-    assert real_eval.main(["generate", "--config", str(config), "--model-dir", str(tiny_env["model"]), *ids,
-                           "--out-dir", str(out), "--sets", *SETS]) == 0
-    assert real_eval.main(["score", "--config", str(config), "--out-dir", str(out), "--sets", *SETS]) == 0
+    assert evaluate.main(["generate", "--config", str(config), "--suite", "real", "--model-dir",
+                           str(tiny_env["model"]), *ids, "--out-dir", str(out), "--sets", *SETS]) == 0
+    assert evaluate.main(["score", "--config", str(config), "--suite", "real", "--out-dir", str(out),
+                           "--sets", *SETS]) == 0
     return config, out
 
 
@@ -140,7 +201,8 @@ def test_score_grades_ground_truth_code_right_and_trivial_code_wrong(split_run, 
             r["response"] = task["canonical_solution"] if kind == "truth" else \
                 f"\ndef {task['entry_point']}(*args, **kwargs):\n    return None\n"
         (work / "mbpp_plus.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        real_eval.main(["score", "--config", str(config), "--out-dir", str(work), "--sets", "mbpp_plus"])
+        evaluate.main(["score", "--config", str(config), "--suite", "real", "--out-dir", str(work),
+                       "--sets", "mbpp_plus"])
         s = _summary(work, "mbpp_plus")
         assert s["avg_at_k"] == s["plus_pass_at_1"] == s["base_pass_at_1"] == expected, kind
         questions = {p.id: p.question for p in load_benchmark("mbpp_plus")}
@@ -153,7 +215,8 @@ def test_score_refuses_raw_samples_that_do_not_match_the_subset(split_run, tmp_p
     (tmp_path / "gsm8k.gen.json").write_text((out / "gsm8k.gen.json").read_text())
     (tmp_path / "gsm8k.raw.jsonl").write_text((out / "gsm8k.raw.jsonl").read_text().splitlines()[0] + "\n")
     with pytest.raises(ValueError, match="raw samples do not match"):
-        real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path), "--sets", "gsm8k"])
+        evaluate.main(["score", "--config", str(config), "--suite", "real", "--out-dir", str(tmp_path),
+                       "--sets", "gsm8k"])
 
 
 def test_score_checks_the_letter_match_against_lm_eval(split_run, tmp_path):
@@ -163,7 +226,7 @@ def test_score_checks_the_letter_match_against_lm_eval(split_run, tmp_path):
     rows[0]["lm_eval_correct"] = not rows[0]["lm_eval_correct"]
     (tmp_path / "arc_challenge.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(ValueError, match="disagree"):
-        real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path),
+        evaluate.main(["score", "--config", str(config), "--suite", "real", "--out-dir", str(tmp_path),
                         "--sets", "arc_challenge"])
 
 
@@ -175,7 +238,8 @@ def test_score_writes_the_letter_dominance_warning_into_the_summary(split_run, t
     rows = [json.loads(x) for x in (out / "arc_challenge.raw.jsonl").read_text().splitlines()]
     rows = [{**r, "response": "A", "lm_eval_correct": gold[r["problem_id"]] == "A"} for r in rows]
     (tmp_path / "arc_challenge.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    real_eval.main(["score", "--config", str(config), "--out-dir", str(tmp_path), "--sets", "arc_challenge"])
+    evaluate.main(["score", "--config", str(config), "--suite", "real", "--out-dir", str(tmp_path),
+                   "--sets", "arc_challenge"])
     assert _summary(tmp_path, "arc_challenge")["warnings"][0] == (  # then the context's (items lm-eval cut)
         "arc_challenge: option A is predicted for 5 of 5 items (100 %); the accuracy then measures how often the "
         "gold answer is A, not knowledge")
@@ -196,10 +260,10 @@ def test_score_counts_a_grader_timeout_and_cut_samples_in_the_summary_and_the_re
 
     config, out = split_run
     raw_cfg = yaml.safe_load(Path(config).read_text())
-    raw_cfg["eval"] = {**raw_cfg.get("eval", {}), "grader_timeout_s": 0.01}
+    raw_cfg["eval"]["grader_timeout_s"] = 0.01
     tight = tmp_path / "config.yaml"
     tight.write_text(yaml.safe_dump(raw_cfg))
-    work = tmp_path / "real_eval" / "sft" / "seed1" / "step0"
+    work = tmp_path / "eval" / "real" / "sft" / "seed1" / "step0"
     work.mkdir(parents=True)
     edits = {"gsm8k": {"response": r"So the answer is \boxed{9^{9^{9^{9}}}}", "finish_reason": "stop"},
              "mbpp_plus": {"finish_reason": "stop"}}
@@ -209,11 +273,12 @@ def test_score_counts_a_grader_timeout_and_cut_samples_in_the_summary_and_the_re
         rows[0].update(edit)
         rows[1]["finish_reason"] = "length"
         (work / f"{name}.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert real_eval.main(["score", "--config", str(tight), "--out-dir", str(work), "--sets", *edits]) == 0
+    assert evaluate.main(["score", "--config", str(tight), "--suite", "real", "--out-dir", str(work),
+                          "--sets", *edits]) == 0
     math, code = _summary(work, "gsm8k")["drops"], _summary(work, "mbpp_plus")["drops"]
     assert (math["grader_timeout"], math["failed"], math["graded"], math["overlong"]) == (1, 1, 1, 1)
     assert (code["sandbox_error"], code["failed"], code["graded"], code["overlong"]) == (0, 0, 2, 1)
-    assert report_cli.main(["--results", str(tmp_path), "--eval-dir", "real_eval", "--out", str(tmp_path / "t"),
+    assert report_cli.main(["--results", str(tmp_path), "--eval-dir", "eval/real", "--out", str(tmp_path / "t"),
                             "--baseline", "sft", "--n-boot", "50", "--n-perm", "50", "--audit-max-samples", "0"]) == 0
     for table, expected in (("gsm8k", math), ("code", code)):
         header, row = (tmp_path / "t" / f"{table}.csv").read_text().splitlines()[:2]
