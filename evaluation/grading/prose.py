@@ -12,8 +12,9 @@ _FULLWIDTH = str.maketrans({"。": ". ", "，": ", ", "：": ": ", "！": "! ", 
 _CJK_RE = re.compile(r"([\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])(?=[^\s\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])")
 # a sentence in German, French, Spanish, Italian or Portuguese groups thousands with points: 3.000 is 3000 there
 _CONTINENTAL_RE = re.compile(r"(?i)\b(?:ist|sind|gibt|daher|insgesamt|ergebnis|antwort|also\s+ist|sont|donc|réponse"
-                             r"|hay|son|tanto|respuesta|resultado|quindi|sono|risposta|são|portanto|total\s+de|il\s+y\s+a)\b")
-_ENGLISH_RE = re.compile(r"(?i)\b(?:the|is|are|was|were|there|so|of)\b")
+                             r"|hay|tanto|respuesta|resultado|quindi|sono|risposta|são|portanto|total\s+de|il\s+y\s+a)\b")
+_ENGLISH_RE = re.compile(r"(?i)\b(?:the|is|are|was|were|there|so|of|has|have|had|he|she|it|they|we|his|her|its|their"
+                         r"|and|to|be)\b")
 _POINT_GROUPS_RE = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3})+(?![\d.,]?\d)")
 _BELOW_ZERO_RE = re.compile(r"(?<![\w.\-])(\d+(?:\.\d+)?(?:\s*(?:°|degrees?)(?:\s*[CF]\b|\s+(?:Celsius|Fahrenheit))?)?)"
                             r"\s+below\s+zero\b")
