@@ -120,7 +120,7 @@ def test_slurm_cluster_ci_dag_through_sbatch_resumes_a_cancelled_job(slurm_dag, 
     second = d["second"]
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     log = (d["out"] / "logs" / "rl" / f"{method}_seed1.log").read_text()
-    assert re.search(rf"resuming {method} seed 1 from step [1-9]", log), log[-2000:]
+    assert re.search(rf"resuming {method} seed \d+ from step [1-9]", log), log[-2000:]
     # every job went through sbatch: one SLURM job per planned Snakemake job (`all` has nothing to run), the
     # cancelled rl twice; the rerun is that rl job and what needs it (never run by the first invocation)
     planned, rerun = rule_counts(d["first"]), rule_counts(second.stdout + second.stderr)
