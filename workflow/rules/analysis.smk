@@ -28,6 +28,7 @@ if ANALYSIS_RUNS:
         conda:
             "../../envs/eval.yaml"
         threads: 1
+        priority: LONG_FIRST
         shell:
             "{PY} -m training.studies.analysis --config {CONFIG_FILE} --train {input.train} {params.runs} "
             "> {log} 2>&1"

@@ -50,6 +50,10 @@ PY = f"{CFG.runtime.env} {sys.executable}"
 _launch = launch_prefix(CFG).replace("torchrun", f"{sys.executable} -m torch.distributed.run", 1)
 _launch = _launch.replace("accelerate launch", f"{sys.executable} -m accelerate.commands.launch", 1)
 RL_LAUNCH = f"{CFG.runtime.env} {sys.executable if _launch == 'python' else _launch}"
+# On a few cores the DAG ends when its longest jobs do: rl and the credit studies (which wait for rl) start before
+# the many short evaluation jobs that can fill the other cores around them, so no long job is left to run alone
+# at the end. Scheduling only: no output depends on the order.
+LONG_FIRST = 1
 RL_THREADS = CFG.scale.cpu_processes  # CPU processes of one rl job (backend trl; 1 otherwise)
 DATA_MODULE = "training.data" if CFG.synthetic_task else "training.prepare_data"
 

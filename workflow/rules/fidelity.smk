@@ -79,6 +79,7 @@ if FIDELITY_ROWS:
         conda:
             "../../envs/eval.yaml"
         threads: 1
+        priority: LONG_FIRST
         shell:
             "{PY} -m training.studies.fidelity_run --config {CONFIG_FILE} --train {input.train} "
             "--out-dir {FIDELITY_DIR} {params.rows} {params.metrics} > {log} 2>&1"
@@ -102,6 +103,7 @@ if REAL_CREDIT_RUNS:
         conda:
             "../../envs/eval.yaml"
         threads: 1
+        priority: LONG_FIRST
         shell:
             "{PY} -m training.studies.real_credit --config {CONFIG_FILE} --train {input.train} {params.runs} "
             "--seed {params.seed} > {log} 2>&1"

@@ -21,6 +21,7 @@ rule sft:
 
 # Checkpoints are the rule's outputs; the resume state lives inside them, so a killed job rerun with
 # --rerun-incomplete continues from the last checkpoint Snakemake has not removed (see README).
+# Priority LONG_FIRST (common.smk): every rl job starts before the short evaluations.
 rule rl:
     input:
         sft=f"{OUT}/models/sft",
@@ -37,6 +38,7 @@ rule rl:
     conda:
         "../../envs/train.yaml"
     threads: RL_THREADS
+    priority: LONG_FIRST
     resources:
         **slurm_resources(CFG, "rl"),
     shell:
