@@ -173,7 +173,7 @@ def _phrase_tail(tail: str) -> str | None:
                     return f"{_chain_value(t[len(left) : end].strip())}, {more.group(1).strip()}"
                 return _chain_value(t[len(left) : end].strip())
     t = t.split("\n", 1)[0]
-    asked = re.match(r"[^?]*\d[^?]*\?\s+(?=\S)", t)  # "3.5 dollars? No units; it's $\frac{7}{2}$.": a value
+    asked = re.match(r"[^?\d]*\d[^?]*\?\s+(?=\S)", t)  # "3.5 dollars? No units; it's $\frac{7}{2}$.": a value
     if asked and (later := _closing_statement(t[asked.end() :])):  # questioned, then stated again: the later one
         return later
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
