@@ -152,11 +152,18 @@ def design_note(power: pd.DataFrame, opts: ReportOptions) -> str:
     if seeds < 2:
         return (f"Design: {seeds} seed × {n} problems; a verdict about a method needs ≥ 2 seeds (these tests are about "
                 f"these checkpoints only; power.md).")
+    undefined = [method_label(m) for m, v in zip(power["method"], power["mde_seeds_random"]) if not math.isfinite(v)]
+    design = f"Design: {seeds} seeds × {n} problems × k {power['k'].iloc[0]}: the method test vs "
+    if len(undefined) == len(power):
+        return (design + f"{method_label(opts.baseline)} is undefined for every method (no between-seed variance in "
+                "the paired differences, or Satterthwaite df < 1), so there is no detectable difference to state "
+                "(power.md).")
+    skipped = f"; undefined for {', '.join(undefined)}: power.md" if undefined else ""
     need = [v for v in power["seeds_for_target"] if v != "not reachable"]
     seeds_text = _span(need, 0) if need else "no number of"
-    return (f"Design: {seeds} seeds × {n} problems × k {power['k'].iloc[0]}: the method test vs "
-            f"{method_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
-            f"({_span(power['mde_seeds_random_holm'])} pp at Holm's first step); a {TARGET_PP:g} pp difference needs "
+    return (design + f"{method_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
+            f"({_span(power['mde_seeds_random_holm'])} pp at Holm's first step{skipped}); a {TARGET_PP:g} pp "
+            "difference needs "
             f"{seeds_text} seeds at these problems (power.md). A smaller true difference is mostly reported as no "
             "difference.")
 
