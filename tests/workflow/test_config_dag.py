@@ -1,7 +1,8 @@
 """Config loading and validation at DAG time, through `snakemake -n` (nothing trains): YAML's `1e-4` and
 nested `--config` overrides are read as numbers; a config that would fail, or silently write empty
 columns, only after training fails before the DAG is built, with one line naming the key or file and
-what to do; CREDITBENCH_GPQA_DIR is honoured; every used data file's sha256 is checked."""
+what to do; CREDITBENCH_GPQA_DIR is honoured; every used data file's sha256 is checked; the ablation
+experiment plans issue 37's four new rows through training, evaluation, the report and credit fidelity."""
 
 from __future__ import annotations
 
