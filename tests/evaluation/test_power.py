@@ -143,3 +143,17 @@ def test_no_table_prints_an_mde_or_power_at_zero_variance(fake_results: Callable
         significance = pd.read_csv(io.StringIO(tables["significance.csv"]), keep_default_na=False)
         avg = significance[(significance["method"] == "delta") & (significance["scope"] == "Avg")].iloc[0]
         assert avg["verdict"] == "undecided"
+
+
+def test_the_design_note_states_no_mde_when_every_method_test_is_undefined() -> None:
+    from evaluation.report.tables import design_note
+
+    nan = math.nan
+    power = pd.DataFrame({"method": ["grpo", "delta"], "seeds": [3, 3], "n": [24, 24], "k": ["2", "2"],
+                          "mde_seeds_random": [nan, nan], "mde_seeds_random_holm": [nan, nan],
+                          "seeds_for_target": [nan, nan]})
+    note = design_note(power, ReportOptions())
+    assert "is undefined for every method" in note and "?" not in note and "detects" not in note
+    power.loc[0, ["mde_seeds_random", "mde_seeds_random_holm", "seeds_for_target"]] = [5.0, 6.0, 9]
+    note = design_note(power, ReportOptions())
+    assert "detects 5.0 pp at 80 % power (6.0 pp at Holm's first step; undefined for DelTA: power.md)" in note
