@@ -324,13 +324,16 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
 
 def undefined_note(data: pd.DataFrame) -> str:
     """Which rows' MDE cells are undefined and why (``power_table``'s note): seeds fixed at sd of diff 0,
-    seeds random where the method test is (no between-seed variance, or Satterthwaite df < 1)."""
+    seeds random with one seed or where the method test is undefined (no between-seed variance, or
+    Satterthwaite df < 1)."""
     if data.empty:
         return ""
     labels = data["label"] if "label" in data else data["method"].map(method_label)
     fixed = labels[pd.to_numeric(data["sd_diff"], errors="coerce") == 0].tolist()
     random = labels[(data["seeds"] >= 2) & pd.to_numeric(data["mde_seeds_random"], errors="coerce").isna()].tolist()
-    parts = []
+    one_seed = labels[data["seeds"] < 2].tolist()
+    parts = [f"seeds random, {'every row' if len(one_seed) == len(data) else ', '.join(one_seed)}: 1 seed (the "
+             "method test needs ≥ 2)"] if one_seed else []
     if fixed:
         parts.append(f"seeds fixed, {', '.join(fixed)}: sd of diff 0 (the seed-averaged differences are the same "
                      "on every problem: these checkpoints score alike)")

@@ -138,6 +138,7 @@ def test_no_table_prints_an_mde_or_power_at_zero_variance(fake_results: Callable
         assert "'–': undefined, not 0" in tables["power.md"]
         assert "seeds fixed, DelTA: sd of diff 0" in tables["power.md"]
         assert ("seeds random, DelTA: the method test is undefined" in tables["power.md"]) == (seeds == 2)
+        assert ("seeds random, every row: 1 seed (the method test needs ≥ 2)" in tables["power.md"]) == (seeds == 1)
         if seeds == 2:
             assert "undefined for DelTA: power.md" in tables["main.md"]
         significance = pd.read_csv(io.StringIO(tables["significance.csv"]), keep_default_na=False)
