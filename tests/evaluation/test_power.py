@@ -147,7 +147,7 @@ def test_no_table_prints_an_mde_or_power_at_zero_variance(fake_results: Callable
 
 
 def test_the_design_note_states_no_mde_when_every_method_test_is_undefined() -> None:
-    from evaluation.report.tables import design_note
+    from evaluation.report.power import design_note
 
     nan = math.nan
     power = pd.DataFrame({"method": ["grpo", "delta"], "seeds": [3, 3], "n": [24, 24], "k": ["2", "2"],
