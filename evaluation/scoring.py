@@ -88,9 +88,10 @@ def grade_code(problems: list[Problem], texts: list[list[str]], template: str,
         row = []
         for j in range(k):
             r = by_index[i * k + j]
-            # a sample whose own sandbox run crashed (it killed EvalPlus, or the harness broke) is counted
-            # apart from a wrong program, so that a broken harness shows in the failures table
-            reason = "correct" if r.passed_plus else "crash" if r.base_status == "crash" else "wrong"
+            # a sample whose sandbox died under its checks is counted apart from a wrong program (a sandbox
+            # error): its base check crashed, or it passed base and its plus check, the deciding one, crashed
+            crashed = r.base_status == "crash" or (r.passed_base and r.plus_status == "crash")
+            reason = "correct" if r.passed_plus else "crash" if crashed else "wrong"
             row.append(Verdict(correct=r.passed_plus, extracted=f"base={r.base_status} plus={r.plus_status}",
                                reason=reason, seconds=0.0))
         verdicts.append(row)

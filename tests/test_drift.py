@@ -243,3 +243,69 @@ def test_every_preset_has_a_card():
     text = CARDS.read_text(encoding="utf-8")
     missing = [name for name in PRESETS if f"`{name}`" not in text]
     assert not missing, f"presets without a card in training/ALGORITHMS.md: {missing}"
+
+
+# ------------------------------------------------ training.credit's docstrings vs its modules and the registry
+
+
+def credit_doc_drift(package_doc: str, module_docs: dict[str, str], registered: dict[str, list[str]]) -> list[str]:
+    """What the package docstring's module list and each module docstring's function names miss or name wrongly.
+
+    ``module_docs``: module name -> docstring; ``registered``: module name -> the registered functions it defines."""
+    para = next(p for p in package_doc.split("\n\n") if p.startswith("Modules"))
+    listed = set(re.findall(r"``(\w+)``", para.split(":", 1)[1]))
+    out = [f"module {m} not in the package docstring" for m in sorted(set(module_docs) - listed)]
+    out += [f"package docstring names {m}, no such module" for m in sorted(listed - set(module_docs))]
+    for module, names in sorted(registered.items()):
+        out += unnamed(module, module_docs.get(module, ""), names)
+    return out
+
+
+def unnamed(module: str, doc: str, names: list[str]) -> list[str]:
+    """The registered ``names`` that ``module``'s docstring does not name (as ``name`` or :func:`name`)."""
+    return [f"{module}'s docstring does not name {n!r}" for n in names if f"``{n}``" not in doc
+            and f":func:`{n}`" not in doc]
+
+
+def _registered_by_module() -> dict[str, list[str]]:
+    import training.credit  # noqa: F401  (imports every registering module)
+    from training.registry import KINDS, methods
+
+    registered: dict[str, list[str]] = {}
+    for kind in KINDS:
+        for name, m in methods(kind).items():
+            registered.setdefault(m.fn.__module__, []).append(name)
+    return registered
+
+
+def _credit_docs() -> tuple[str, dict[str, str], dict[str, list[str]]]:
+    import training.credit as credit
+
+    package = REPO / "training" / "credit"
+    docs = {p.stem: ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or ""
+            for p in package.glob("*.py") if p.stem != "__init__"}
+    registered = {module.rsplit(".", 1)[1]: names for module, names in _registered_by_module().items()
+                  if module.startswith("training.credit.")}
+    return credit.__doc__ or "", docs, registered
+
+
+def test_the_credit_docstrings_name_every_module_and_registered_function():
+    package_doc, docs, registered = _credit_docs()
+    assert len(registered) >= 6 and sum(map(len, registered.values())) >= 14  # the registry was read
+    assert not credit_doc_drift(package_doc, docs, registered), credit_doc_drift(package_doc, docs, registered)
+    outside = {m: names for m, names in _registered_by_module().items() if not m.startswith("training.credit.")}
+    assert set(outside) == {"training.losses"}, outside  # a new registering module: give it this check
+    losses_doc = ast.get_docstring(ast.parse((REPO / "training" / "losses.py").read_text(encoding="utf-8"))) or ""
+    assert not unnamed("training.losses", losses_doc, outside["training.losses"])
+
+
+def test_a_stale_credit_docstring_is_caught():
+    package_doc, docs, registered = _credit_docs()
+    assert credit_doc_drift(package_doc, {**docs, "newmod": ""}, registered) == [
+        "module newmod not in the package docstring"]
+    stale = {**docs, "tree": docs["tree"].replace("``tempo``", "TEMPO")}
+    assert credit_doc_drift(package_doc, stale, registered) == ["tree's docstring does not name 'tempo'"]
+    assert credit_doc_drift(package_doc, {**docs, "new": ""}, {**registered, "new": ["brand_new"]}) == [
+        "module new not in the package docstring", "new's docstring does not name 'brand_new'"]
+    gone = {m: d for m, d in docs.items() if m != "gradsnr"}
+    assert credit_doc_drift(package_doc, gone, registered) == ["package docstring names gradsnr, no such module"]

@@ -351,10 +351,25 @@ def trl_vs_native(cfg_path: Path, root: Path, model_dir: str, train_path: str,
     return ratios, rows
 
 
+def per_token_ratios(rows: dict[str, list[dict]], tokens: str, phase: str = "total") -> list[float]:
+    """Per round, TRL's seconds of ``phase`` per token of ``tokens`` (generated or trained) over native's:
+    the step ratio with each side's own work divided out (each side samples with its own RNG, so their
+    responses differ in length). Rounds where a side has no such token are left out."""
+    return [(t["time"][phase] / t[tokens]) / (n["time"][phase] / n[tokens])
+            for n, t in zip(rows["native"], rows["trl"]) if n[tokens] > 0 and t[tokens] > 0 and n["time"][phase] > 0]
+
+
 def trl_lines(rows: dict[str, list[dict]]) -> list[str]:
     """Both backends' median phase seconds and work per step (tokens generated and trained, mean response
-    length): the ratio compares equal work only where these agree."""
-    lines = [f"{'backend':<16}" + "".join(f"{p:>10}" for p in (*PHASE_COLUMNS[:-1], "checkpoint", "total"))]
+    length): the step ratio compares equal work only where these agree, so the per-token ratios follow
+    (``trained_token_ratio_trl_vs_native``: whole step per trained token; ``generated_token_ratio``: the
+    rollout phase per generated token); > 1 means native is faster."""
+    lines = []
+    for label, tokens, phase in (("trained_token_ratio_trl_vs_native", "tokens_trained", "total"),
+                                 ("generated_token_ratio_trl_vs_native", "tokens_generated", "rollout")):
+        ratios = per_token_ratios(rows, tokens, phase)
+        lines.append(ratio_line(label, ratios) if ratios else f"{label} n/a (no {tokens.split('_')[1]} token)")
+    lines.append(f"{'backend':<16}" + "".join(f"{p:>10}" for p in (*PHASE_COLUMNS[:-1], "checkpoint", "total")))
     for backend, rs in rows.items():
         med = {p: statistics.median(r["time"][p] for r in rs) for p in (*PHASE_COLUMNS[:-1], "checkpoint", "total")}
         lines.append(f"{backend:<16}" + "".join(f"{v:>10.3f}" for v in med.values()))

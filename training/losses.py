@@ -3,9 +3,10 @@
 Four stages, composed by the named presets in :mod:`training.presets`; the loop never branches on
 an algorithm name:
 
-    advantage(rewards[B], group_ids[B])            -> adv[B]          (GRPO / Dr.GRPO)
+    advantage(rewards[B], group_ids[B])            -> adv[B]          (``group``: GRPO / Dr.GRPO; ``w_reinforce``)
     token weights (training.credit)                 -> w[B, R]         (uniform, DelTA, CF, ...)
-    surrogate(logp, old_logp, adv_t, eps...)        -> loss[B, R]      (PPO clip, clip-higher, dual clip)
+    surrogate(logp, old_logp, adv_t, eps...)        -> loss[B, R]      (``ppo_clip``: PPO clip, clip-higher, dual
+                                                                        clip; ``cispo``)
     per_token_loss(..., w, kl_beta, weights_on_kl)  -> (loss, kl, clipped)[B, R]  (surrogate x weights + KL)
     aggregate(loss, mask, mode, num_tokens, ...)    -> scalar          (named by formula)
 

@@ -57,7 +57,7 @@ class Preset:
     outcome_knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the outcome-advantage function (e.g. W-REINFORCE's ``positive_weight``)."""
     token_advantage: str | None = None
-    """Token-level advantage in ``training.credit.TOKEN_ADVANTAGES`` that replaces A_i in the loss (OTB, KTAE)."""
+    """Token-level advantage in ``training.credit.TOKEN_ADVANTAGES`` that replaces A_i in the loss (e.g. OTB, TEMPO)."""
     advantage_knobs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the token-advantage function."""
     needs_override: tuple[str, ...] | None = None

@@ -175,6 +175,12 @@ Changelog
   (``cm³``, ``x² + 1``) and vulgar fractions (``½``, ``2½``); a count in words after any verb ("He runs thirty
   miles."); points grouping thousands in a German/French/Spanish/Italian/Portuguese sentence ("3.000 Stifte" is 3000;
   in English 3.000 stays 3); "7 degrees below zero" is -7.
+* ``creditbench-grader/10`` (2026-12-06, issue 38, from the last misses of blind sets E and F): a sentence's last math
+  span after a stating verb and before its noun is the value ("..., so there are $2\\,048$ subsets."; "$3$ or more",
+  "$5$ less than ..." state nothing); a value questioned after an answer phrase and stated again is the later
+  statement ("the answer is 3.5 dollars? No units; it's $\\frac{7}{2}$."; a bare "12? Yes." is unread as before);
+  a closing praise line holding the answer ("Great job! The class collected 96 cans.") is read when nothing before
+  it states a value (a comparison after the praise stays a remark).
 """
 
 from __future__ import annotations
@@ -192,7 +198,7 @@ from evaluation.grading.extract import answer_start, extract_answer, prepare_gol
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/9"
+GRADER_VERSION = "creditbench-grader/10"
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import re
 from functools import lru_cache
 
 from evaluation.grading.boxes import boxed_spans, is_echo
-from evaluation.grading.prose import cjk_spaced, continental
+from evaluation.grading.prose import PRAISE, cjk_spaced, continental, praise_cut, span_stated
 
 MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
@@ -115,8 +115,7 @@ _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[
                                 r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
-    r"(?i)^\W*(?:(?:great|good|nice|excellent|awesome|amazing|fantastic|super|wonderful)\s+(?:job|work|effort)"
-    r"|well\s+done|congratulations|congrats|bravo|keep\s+(?:it\s+)?up|way\s+to\s+go)\b"  # praise, numbers or not
+    rf"(?i)^\W*{PRAISE}"  # praise, numbers or not (read only when nothing before it states a value)
     r"|^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
     r"|^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\W*$"  # an answer label left empty
     r"|^\W*(?:so,?\s+)?(?:this|that)\s+is\s+(?:the|our|my)\s+(?:final\s+)?answer\W*$"  # "This is the answer."
@@ -174,6 +173,9 @@ def _phrase_tail(tail: str) -> str | None:
                     return f"{_chain_value(t[len(left) : end].strip())}, {more.group(1).strip()}"
                 return _chain_value(t[len(left) : end].strip())
     t = t.split("\n", 1)[0]
+    asked = re.match(r"[^?\d]*\d[^?]*\?\s+(?=\S)", t)  # "3.5 dollars? No units; it's $\frac{7}{2}$.": a value
+    if asked and (later := _closing_statement(t[asked.end() :])):  # questioned, then stated again: the later one
+        return later
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
     t = _clause_cut(t, _PHRASE_CLAUSE_RE)
     t = _HEDGE_WORD_RE.sub("", t.strip())  # "approximately 3.14": the value, compared as stated
@@ -327,7 +329,9 @@ def _closing_statement(text: str) -> str | None:
             if k < len(found) - 1:
                 return _joined_values(spans[k:], sentence[found[k].end() : found[-1].start()])
             return _rhs(spans[-1]) or None
-        return _stated_after(sentence[list(_MATH_SPAN_RE.finditer(sentence))[-1].end() :])
+        last = list(_MATH_SPAN_RE.finditer(sentence))[-1]
+        stated = _stated_after(sentence[last.end() :])
+        return stated if stated or not span_stated(sentence, last) else _rhs(spans[-1]) or None
     choice = _CLOSING_CHOICE_RE.search(sentence)
     if choice and not _NUM_RE.search(sentence):
         return next(g for g in choice.groups() if g)  # "The correct option is (D).", "option B", a lone "B"
@@ -465,7 +469,12 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
         return _drop_trailing_words(gsm[-1].strip()), gsm_matches[-1].start()
     blanked = _ECHO_BOX_RE.sub(lambda m: " " * len(m.group()), text)  # the same cut, offsets kept
     head = _aside_cut(blanked)
-    return _closing_statement(_ECHO_BOX_RE.sub("", text[: len(head)])), _closing_start(head)
+    answer = _closing_statement(_ECHO_BOX_RE.sub("", text[: len(head)]))
+    start = head.rstrip().rfind("\n") + 1
+    if answer is None and (k := praise_cut(head[start:])):  # "Great job! The class collected 96 cans.": its rest
+        head = head[:start] + " " * k + head[start + k :]
+        answer = _closing_statement(_ECHO_BOX_RE.sub("", text[:start] + " " * k + text[start + k : len(head)]))
+    return answer, _closing_start(head)
 
 
 @lru_cache(maxsize=16384)

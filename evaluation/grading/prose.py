@@ -46,3 +46,31 @@ def continental(sentence: str) -> str:
     if _CONTINENTAL_RE.search(sentence) and not _ENGLISH_RE.search(sentence):
         sentence = _POINT_GROUPS_RE.sub(lambda m: m.group().replace(".", ""), sentence)
     return sentence
+
+
+# "..., so there are $2\,048$ subsets.": a stating verb, the sentence's last math span, then only its noun
+_SPAN_LEAD_RE = re.compile(r"(?i)\b(?:is|are|was|were|equals?|gives?|makes?|has|have|gets?|totals?)\s*$")
+_SPAN_NOUN_RE = re.compile(r"(?i)\s+(?!.*\b(?:or|and|maybe|possibly|perhaps|but|not|than|if|unless|times)\b)"
+                           r"[a-z][a-z'\-]*(?:\s+[a-z][a-z'\-]*){0,5}\s*[.!]?\s*")
+
+
+def span_stated(sentence: str, span: re.Match[str]) -> bool:
+    """Whether the math ``span`` closing ``sentence`` before a noun is the value it states: a stating verb
+    right before it and only words after it ("so there are $2\\,048$ subsets.": a noun; "is $5$ less than
+    ..." or "$3$ or so" are not)."""
+    return bool(_SPAN_LEAD_RE.search(sentence, 0, span.start()) and _SPAN_NOUN_RE.fullmatch(sentence, span.end()))
+
+
+# a closing line opening with praise ("Great job! The class collected 96 cans."): the praise and its address
+PRAISE = (r"(?:(?:great|good|nice|excellent|awesome|amazing|fantastic|super|wonderful)\s+(?:job|work|effort)"
+          r"|well\s+done|congratulations|congrats|bravo|keep\s+(?:it\s+)?up|way\s+to\s+go)\b")
+_PRAISE_RE = re.compile(rf"(?i)^\W*{PRAISE}(?:\s*,\s*[a-z]+(?:\s+[a-z]+){{0,2}})?\s*[!.,:;—–]+\s*")
+_COMPARED_RE = re.compile(r"(?i)\b(?:more|less|fewer|than|up\s+from|down\s+from|increase|decrease|improvement)\b")
+
+
+def praise_cut(line: str) -> int:
+    """Length of the praise opening ``line`` ("Great job! " in "Great job! The class collected 96 cans."), 0 when
+    the line is not led by praise, is praise alone, or its rest compares with something else ("Great job, class!
+    That's 16 more than last year's 80 cans.": a remark, not the answer)."""
+    m = _PRAISE_RE.match(line)
+    return 0 if not m or not line[m.end():].strip() or _COMPARED_RE.search(line, m.end()) else m.end()

@@ -181,7 +181,7 @@ def run(design: Design, experiments: int, *, seed: int = 0, opts: ReportOptions 
         accs += len(main)
         seed_sds += _seed_diff_sds(res)
         if with_power:
-            mdes += [row["mde_seeds_random"] for row in power_rows(res, opts)]
+            mdes += [row["mde_seeds_random"] for row in power_rows(res, opts) if math.isfinite(row["mde_seeds_random"])]
     n_cov = len(METHODS) * experiments
     return Rates(
         experiments=experiments,

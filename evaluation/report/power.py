@@ -22,7 +22,9 @@ MS_resid) / n) (Searle, Casella & McCulloch 1992, *Variance Components*, §4.3).
 
 Seeds fixed, normal approximation: MDE = (z_{1−α/2} + z_{1−β}) · √Var, and the problems for a difference δ
 solve n = ⌈(z_{1−α/2} + z_{1−β})² σ²_d / δ²⌉ (paired design: Chow, Shao & Wang 2008, *Sample Size
-Calculations in Clinical Research*, §3.2; Cohen 1988, ch. 2). Zero variance gives MDE 0 and 1 problem.
+Calculations in Clinical Research*, §3.2; Cohen 1988, ch. 2). NaN at σ²_d = 0 (the seed-averaged differences
+are the same on every problem, e.g. the same samples): an estimate of 0 is no scale, and "MDE 0, 1 problem"
+would claim any difference is detected.
 Seeds random: the method test is a t test with Satterthwaite df (``stats.seeds_random_variance``), 2 df
 with 3 seeds, so its power is the noncentral t's, P(|T_{df, δ/SE}| > t_{df, 1−α/2}), with SE and df from
 the expected mean squares at the design (n', S'); MDE solves power = 1 − β, ``problems_for_target_seeds_
@@ -52,10 +54,11 @@ from evaluation.report.load import (
     ReportOptions,
     Results,
     main_benchmarks,
+    method_label,
     order_benchmarks,
     sort_methods,
 )
-from evaluation.report.render import Column, Table
+from evaluation.report.render import Column, Table, fmt_float
 from evaluation.report.stats import (
     CrossedAnova,
     crossed_anova,
@@ -63,7 +66,6 @@ from evaluation.report.stats import (
     paired_blocks,
     seeds_random_variance,
 )
-from evaluation.report.tables import method_label
 
 POWER = 0.8
 
@@ -112,13 +114,13 @@ def z_factor(alpha: float, power: float = POWER) -> float:
 
 
 def mde(var: float, alpha: float, power: float = POWER) -> float:
-    """Minimum detectable difference for an estimator of variance ``var``."""
-    return z_factor(alpha, power) * math.sqrt(var) if var >= 0 else math.nan
+    """Minimum detectable difference for an estimator of variance ``var``; NaN at 0 (no scale) or unknown."""
+    return z_factor(alpha, power) * math.sqrt(var) if var > 0 else math.nan
 
 
 def problems_needed(var_diff: float, delta: float, alpha: float, power: float = POWER) -> float:
-    """Seeds fixed: ⌈z² σ²_d / δ²⌉ (at least 1); NaN when σ²_d is unknown."""
-    if math.isnan(var_diff):
+    """Seeds fixed: ⌈z² σ²_d / δ²⌉ (at least 1); NaN when σ²_d is 0 (no scale) or unknown."""
+    if not var_diff > 0:
         return math.nan
     return float(max(1, math.ceil(z_factor(alpha, power) ** 2 * var_diff / delta**2 - 1e-9)))
 
@@ -253,9 +255,8 @@ def power_rows(res: Results, opts: ReportOptions, target: float = TARGET_PP, pow
             "sd_diff": math.sqrt(vc.var_diff) if not math.isnan(vc.var_diff) else math.nan,
             "var_problem": vc.var_problem, "var_seed": vc.var_seed, "var_resid": vc.var_resid,
             "var_sampling": _sampling_variance(m_arm, b_arm),
-            "mde": mde(var_fixed, opts.alpha, power) if not math.isnan(var_fixed) else math.nan,
-            "mde_holm": (mde(var_fixed, opts.alpha / len(methods), power) if not math.isnan(var_fixed)
-                         else math.nan),
+            "mde": mde(var_fixed, opts.alpha, power),
+            "mde_holm": mde(var_fixed, opts.alpha / len(methods), power),
             "problems_for_target": problems_needed(vc.var_diff, target, opts.alpha, power),
             "mde_seeds_random": mde_r, "mde_seeds_random_holm": mde_r_holm,
             "problems_for_target_seeds_random": n_r, "seeds_for_target": s_r,
@@ -281,11 +282,12 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         "mde_seeds_random_holm", "problems_for_target_seeds_random", "seeds_for_target",
     ]  # fmt: skip
     rows = power_rows(res, opts, target, power)
+    counts = ("problems_for_target", "problems_for_target_seeds_random", "seeds_for_target")
     for row in rows:
         row["label"] = method_label(row["method"])
-        for key in ("problems_for_target", "problems_for_target_seeds_random", "seeds_for_target"):
-            row[key] = _counts(row[key])
     data = pd.DataFrame(rows, columns=columns).reset_index(drop=True)
+    for key in counts:  # object columns: an undefined (NaN) row must not turn the others' counts into floats
+        data[key] = pd.Series([_counts(row[key]) for row in rows], index=data.index, dtype=object)
     cols = (
         Column("Method", "label", kind="str", align="l"),
         Column("n", "n", kind="int"),
@@ -313,8 +315,62 @@ def power_table(res: Results, opts: ReportOptions, footer: str, target: float = 
         f"{target:g} pp test at this many seeds allows. Seeds fixed (the checkpoint test): MDE = (z_{{1−α/2}} + "
         "z_{0.8}) · sd of the seed-averaged per-problem differences / √n. Holm columns use α / (methods "
         "compared). var_sampling = binomial noise of k independent samples (var_resid below it: paired samples "
-        "correlated). Seed variances from 2-3 seeds are rough; the seeds-random columns are empty where the paired "
-        "differences show no variance (the arms score alike at every seed: the method test is undefined, "
-        "nothing to scale from) (evaluation/report/power.py)."
+        "correlated). Seed variances from 2-3 seeds are rough. '–': undefined, not 0 (an estimate of 0 is no "
+        "scale, and an MDE of 0 would claim any difference is detected)" + undefined_note(data) + " "
+        "(evaluation/report/power.py)."
     )
     return Table("power", caption, data, cols, footer, note=note)
+
+
+def undefined_note(data: pd.DataFrame) -> str:
+    """Which rows' MDE cells are undefined and why (``power_table``'s note): seeds fixed at sd of diff 0,
+    seeds random with one seed or where the method test is undefined (no between-seed variance, or
+    Satterthwaite df < 1)."""
+    if data.empty:
+        return ""
+    labels = data["label"] if "label" in data else data["method"].map(method_label)
+    fixed = labels[pd.to_numeric(data["sd_diff"], errors="coerce") == 0].tolist()
+    random = labels[(data["seeds"] >= 2) & pd.to_numeric(data["mde_seeds_random"], errors="coerce").isna()].tolist()
+    one_seed = labels[data["seeds"] < 2].tolist()
+    parts = [f"seeds random, {'every row' if len(one_seed) == len(data) else ', '.join(one_seed)}: 1 seed (the "
+             "method test needs ≥ 2)"] if one_seed else []
+    if fixed:
+        parts.append(f"seeds fixed, {', '.join(fixed)}: sd of diff 0 (the seed-averaged differences are the same "
+                     "on every problem: these checkpoints score alike)")
+    if random:
+        parts.append(f"seeds random, {', '.join(random)}: the method test is undefined (no between-seed variance "
+                     "in the paired differences, or Satterthwaite df < 1; significance.md's stop_reason)")
+    return (": " + "; ".join(parts)) if parts else ""
+
+
+def _span(values: Sequence[float], digits: int = 1) -> str:
+    """``a`` or ``a-b`` of the finite values, rounded."""
+    finite = sorted(float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if not finite:
+        return "?"
+    lo, hi = fmt_float(finite[0], digits), fmt_float(finite[-1], digits)
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def design_note(power: pd.DataFrame, opts: ReportOptions) -> str:
+    """What the design can detect with seeds random, from the power table (its MDE and seeds for 2 pp)."""
+    if power.empty:
+        return ""
+    seeds, n = int(power["seeds"].max()), int(power["n"].max())
+    if seeds < 2:
+        return (f"Design: {seeds} seed × {n} problems; a verdict about a method needs ≥ 2 seeds (these tests are about "
+                f"these checkpoints only; power.md).")
+    undefined = [method_label(m) for m, v in zip(power["method"], power["mde_seeds_random"]) if not math.isfinite(v)]
+    design = f"Design: {seeds} seeds × {n} problems × k {power['k'].iloc[0]}: the method test vs "
+    if len(undefined) == len(power):
+        return (design + f"{method_label(opts.baseline)} is undefined for every method (no between-seed variance in "
+                "the paired differences, or Satterthwaite df < 1), so there is no detectable difference to state "
+                "(power.md).")
+    skipped = f"; undefined for {', '.join(undefined)}: power.md" if undefined else ""
+    need = [v for v in power["seeds_for_target"] if v != "not reachable"]
+    seeds_text = _span(need, 0) if need else "no number of"
+    return (design + f"{method_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
+            f"({_span(power['mde_seeds_random_holm'])} pp at Holm's first step{skipped}); a {TARGET_PP:g} pp "
+            "difference needs "
+            f"{seeds_text} seeds at these problems (power.md). A smaller true difference is mostly reported as no "
+            "difference.")

@@ -15,7 +15,6 @@ from evaluation.report.load import (
     AVG,
     DROP_RULE,
     PHASES,
-    TARGET_PP,
     EvalRecord,
     ReportOptions,
     Results,
@@ -24,6 +23,7 @@ from evaluation.report.load import (
     order_benchmarks,
     sort_methods,
 )
+from evaluation.report.power import design_note
 from evaluation.report.render import Column, Table, fmt_float
 from evaluation.report.sequential import verdict_rule
 from evaluation.report.stats import (
@@ -133,33 +133,6 @@ def with_verdicts(table: Table, significance: pd.DataFrame, opts: ReportOptions)
     note = " ".join(x for x in (table.note, f"Verdict vs {method_label(opts.baseline)} ({AVG}): {verdict_rule(opts)}.",
                                 auto) if x)
     return replace(table, data=data, columns=tuple(cols), note=note)
-
-
-def _span(values: Sequence[float], digits: int = 1) -> str:
-    """``a`` or ``a-b`` of the finite values, rounded."""
-    finite = sorted(float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v))
-    if not finite:
-        return "?"
-    lo, hi = fmt_float(finite[0], digits), fmt_float(finite[-1], digits)
-    return lo if lo == hi else f"{lo}-{hi}"
-
-
-def design_note(power: pd.DataFrame, opts: ReportOptions) -> str:
-    """What the design can detect with seeds random, from the power table (its MDE and seeds for 2 pp)."""
-    if power.empty:
-        return ""
-    seeds, n = int(power["seeds"].max()), int(power["n"].max())
-    if seeds < 2:
-        return (f"Design: {seeds} seed × {n} problems; a verdict about a method needs ≥ 2 seeds (these tests are about "
-                f"these checkpoints only; power.md).")
-    need = [v for v in power["seeds_for_target"] if v != "not reachable"]
-    seeds_text = _span(need, 0) if need else "no number of"
-    return (f"Design: {seeds} seeds × {n} problems × k {power['k'].iloc[0]}: the method test vs "
-            f"{method_label(opts.baseline)} detects {_span(power['mde_seeds_random'])} pp at 80 % power "
-            f"({_span(power['mde_seeds_random_holm'])} pp at Holm's first step); a {TARGET_PP:g} pp difference needs "
-            f"{seeds_text} seeds at these problems (power.md). A smaller true difference is mostly reported as no "
-            "difference.")
-
 
 
 ACCURACY_TITLES: Mapping[str, str] = {

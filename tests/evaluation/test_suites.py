@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,7 @@ import yaml
 from common.config import ConfigError, config_from_dict, load_config, load_schema
 from evaluation import driver, evaluate, suites
 from evaluation.benchmarks import BENCHMARKS, DEFAULT_DATA_DIR, SUITES, Problem, load_benchmark
+from evaluation.code.score import read_dataset
 from evaluation.mcq import prompt_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,7 +261,7 @@ def test_score_counts_a_grader_timeout_and_cut_samples_in_the_summary_and_the_re
     """Forced failures through the score job and the report: an adversarial prediction the checker cannot
     settle within a tiny grader_timeout_s (a timeout) and samples marked cut at the token limit are counted in
     the summaries and in the real-set tables. (A program that kills its sandbox's init and parent, as the
-    hostile-code tests do, is contained and graded wrong, so no sandbox error can be forced from a sample.)"""
+    hostile-code tests do, is contained and graded wrong: a sandbox error is forced from outside below.)"""
     from evaluation.report import __main__ as report_cli
 
     config, out = split_run
@@ -287,3 +293,84 @@ def test_score_counts_a_grader_timeout_and_cut_samples_in_the_summary_and_the_re
             {key: expected[key] for key in ("requested", "graded", "failed", "overlong")}, table
     failures = (tmp_path / "t" / "failures.md").read_text()
     assert "| timeout |" in failures and "Warning: drops above 5 %" in failures
+
+
+MARK = "cb-sandbox-kill"  # the process name a sample gives its check, so that the test finds that check's sandbox
+SANDBOX_UIDS = 0x40000000  # evaluation.code.sandbox.sandbox_uid draws every sandbox's uid at or above this
+
+
+def _harnesses_running_the_marked_check(scorer: int) -> set[int]:
+    """Host pids of the sandbox harnesses started (through ``unshare``) by process ``scorer`` whose forked check
+    named itself :data:`MARK`: only this test's own sandboxes, never another run's."""
+    procs = {}
+    for d in Path("/proc").iterdir():
+        try:
+            status = dict(ln.split(":", 1) for ln in (d / "status").read_text().splitlines() if ":" in ln)
+            procs[int(d.name)] = (status["Name"].strip(), int(status["Uid"].split()[0]), int(status["PPid"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    out = set()
+    for name, uid, harness in procs.values():
+        unshare = procs.get(harness, ("", 0, 0))[2]
+        if name == MARK and uid >= SANDBOX_UIDS and procs.get(unshare, ("", 0, 0))[2] == scorer:
+            out.add(harness)
+    return out
+
+
+def test_score_counts_a_sandbox_that_dies_under_a_sample_as_a_sandbox_error(split_run, tmp_path):
+    """A forced sandbox error through the score job (the eval_score rule's command, run as a subprocess) and the
+    report: the code sandboxes running one sample's checks are killed from the host while they run (as the
+    host's OOM killer or an operator would; a sample cannot kill its sandbox from inside, its harness is the
+    PID namespace's init). That sample is recorded as ``crash`` and counted as failed (sandbox error) in the
+    summary, the command's line and the code table, neither graded wrong nor dropped. Sample 0 holds both its
+    checks; sample 1 is the right program holding only its plus check, so its base check passes (in a fresh
+    sandbox) and the deciding check dies: a sandbox error too, not a wrong program."""
+    from evaluation.report import __main__ as report_cli
+
+    config, out = split_run
+    work = tmp_path / "eval" / "real" / "sft" / "seed1" / "step0"
+    work.mkdir(parents=True)
+    (work / "mbpp_plus.gen.json").write_text((out / "mbpp_plus.gen.json").read_text())
+    rows = [json.loads(x) for x in (out / "mbpp_plus.raw.jsonl").read_text().splitlines()]
+    hold = f"import ctypes, time\nctypes.CDLL(None).prctl(15, {MARK.encode()!r}, 0, 0, 0)\ntime.sleep(60)\n"
+    rows[0]["response"] = hold  # PR_SET_NAME, then hold the check open until its sandbox dies: base and plus
+    task = read_dataset(DEFAULT_DATA_DIR / BENCHMARKS["mbpp_plus"].path)[rows[1]["problem_id"]]
+    entry, n_base = task["entry_point"], len(task["base_input"])
+    hold_plus = "\n".join(" " * 8 + ln for ln in hold.splitlines())
+    rows[1]["response"] = (  # the right program, held only in its plus check (called more often than base)
+        f"{task['canonical_solution']}\n_calls, _right = [0], {entry}\n\n\ndef {entry}(*args):\n"
+        f"    _calls[0] += 1\n    if _calls[0] > {n_base}:\n{hold_plus}\n    return _right(*args)\n")
+    (work / "mbpp_plus.raw.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = [sys.executable, "-m", "evaluation.evaluate", "score", "--config", str(config), "--suite", "real",
+           "--out-dir", str(work), "--sets", "mbpp_plus"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    killed: set[int] = set()
+    try:
+        while proc.poll() is None:
+            for pid in _harnesses_running_the_marked_check(proc.pid) - killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.05)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert len(killed) == 3, killed  # sample 0's base and plus checks, sample 1's plus check: a sandbox each
+    assert stderr.count("crashed its sandbox; recorded as crash") == 3
+    samples = [json.loads(x) for x in (work / "mbpp_plus.samples.jsonl").read_text().splitlines()]
+    assert [(s["reason"], s["correct"], s["extracted"]) for s in samples] == [
+        ("crash", False, "base=crash plus=crash"),
+        ("crash", False, "base=pass plus=crash")]  # base passed in a fresh sandbox; the deciding check died
+    drops = _summary(work, "mbpp_plus")["drops"]
+    assert (drops["requested"], drops["graded"], drops["failed"], drops["sandbox_error"]) == (2, 0, 2, 2)
+    assert "2 failed (0 generation, 2 sandbox, 0 grader timeout)" in stdout
+    assert report_cli.main(["--results", str(tmp_path), "--eval-dir", "eval/real", "--out", str(tmp_path / "t"),
+                            "--baseline", "sft", "--n-boot", "50", "--n-perm", "50", "--audit-max-samples", "0"]) == 0
+    header, row = (tmp_path / "t" / "code.csv").read_text().splitlines()[:2]
+    cells = dict(zip(header.split(","), row.split(",")))
+    assert {key: int(cells[key]) for key in ("requested", "graded", "failed")} == {"requested": 2, "graded": 0,
+                                                                                   "failed": 2}
+    failures = (tmp_path / "t" / "failures.md").read_text()
+    assert "| crash |" in failures and "Warning: drops above 5 %" in failures

@@ -114,6 +114,8 @@ def test_bench_cli_trl_ratio_with_both_sides_work(tmp_path):
     out = res.stdout
     assert re.search(r"step_ratio_trl_vs_native \d+\.\d+ spread \d+\.\d+-\d+\.\d+ .* n 2", out), out
     assert "step_ratio_vs_dapo" not in out  # --steps 0: no preset rounds
+    for label in ("trained_token_ratio_trl_vs_native", "generated_token_ratio_trl_vs_native"):  # work divided out
+        assert re.search(rf"{label} \d+\.\d+ spread \d+\.\d+-\d+\.\d+ .* n [12]$", out, re.M), out
     assert re.search(r"^native +(\d+\.\d+ +){6}\d+\.\d+$", out, re.M) and re.search(r"^trl +(\d+\.\d+ +){6}", out, re.M)
     for backend in ("native", "trl"):
         m = re.search(rf"trl_vs_native_work {backend} tokens_generated (\d+)/(\d+) tokens_trained \d+/\d+ "

@@ -1,7 +1,8 @@
 """Config loading and validation at DAG time, through `snakemake -n` (nothing trains): YAML's `1e-4` and
 nested `--config` overrides are read as numbers; a config that would fail, or silently write empty
 columns, only after training fails before the DAG is built, with one line naming the key or file and
-what to do; CREDITBENCH_GPQA_DIR is honoured; every used data file's sha256 is checked."""
+what to do; CREDITBENCH_GPQA_DIR is honoured; every used data file's sha256 is checked; the ablation
+experiment plans issue 37's four new rows through training, evaluation, the report and credit fidelity."""
 
 from __future__ import annotations
 
@@ -126,3 +127,40 @@ def test_trl_backend_refuses_an_unsupported_preset_at_dag_time(tmp_path):
                            "(token_advantage 'tempo')"), line
     proc, text = dry_run(tmp_path, "backend: trl\nmethods: [dapo, gspo]\n")
     assert proc.returncode == 0, text[-3000:]
+
+
+NEW_ROWS = ("cispo", "archer", "entropy_adv", "tempo")  # issue 37's four rows, each added through the registry
+
+
+def _rule_blocks(text: str, rule: str) -> list[str]:
+    """The dry run's job blocks of ``rule`` (from its ``rule NAME:`` line to the next blank line)."""
+    return [m[1] for m in re.finditer(rf"^(?:local)?rule {rule}:\n(.*?)(?:\n\n|\Z)", text, re.M | re.S)]
+
+
+def test_the_ablation_experiment_plans_the_four_new_rows(tmp_path):
+    """`snakemake -n --configfile config/experiments/ablations.yaml` (the README's ablation command, dry): every
+    preset trains once, and CISPO, Archer, entropy advantage and TEMPO each train, are evaluated at every
+    checkpoint, reach the report and are credit-fidelity rows."""
+    from common.config import load_config
+    from training.presets import PRESETS
+
+    config = REPO / "config" / "experiments" / "ablations.yaml"
+    rl_cfg = load_config(config).rl
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", str(config), "--config",
+           f"output_dir={tmp_path / 'out'}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert not (tmp_path / "out").exists(), "a dry run wrote files"
+    assert jobs(text)["rl"] == len(PRESETS)
+    out = tmp_path / "out"
+    rl = "\n".join(_rule_blocks(text, "rl"))
+    evals = "\n".join(_rule_blocks(text, "eval_generate_curve"))
+    (fidelity,), (report,) = _rule_blocks(text, "credit_fidelity"), _rule_blocks(text, "report")
+    for method in NEW_ROWS:
+        assert f"{out}/runs/{method}/seed1/metrics.jsonl" in rl, method
+        assert len(rl_cfg.checkpoint_steps) >= 2
+        for step in rl_cfg.checkpoint_steps:  # every kept checkpoint of the default budget
+            assert f"{out}/runs/{method}/seed1/checkpoints/step{step}" in evals, (method, step)
+            assert f"{out}/eval/curve/{method}/seed1/step{step}/synthetic.summary.json" in report, (method, step)
+        assert f"{out}/runs/{method}/seed1/checkpoints/step{rl_cfg.steps}" in fidelity, method

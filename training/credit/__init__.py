@@ -1,26 +1,27 @@
-"""Token-weight functions: the credit-assignment stage between advantage and surrogate.
+"""Credit assignment: the stage between the outcome advantage and the surrogate, token by token.
 
-Every function has the signature ``fn(batch: CreditBatch, **knobs) -> w[B, R]`` and is registered in
-``TOKEN_WEIGHTS``. The loop calls the preset's function once per rollout batch, at theta_old, under
-``torch.no_grad``; the weights are held fixed across mini-batches and epochs (DelTA §3, CF §3).
-A preset says whether ``w`` multiplies the policy-gradient term only (equivalently: per-token
-advantage w*A, as DelTA's ``weighted_adv``) or the whole per-token loss including the KL term (CF's
-``per_token_loss * w``).
+Three kinds of registered function (``training.registry``), each computed once per rollout batch at theta_old
+under ``torch.no_grad`` and held fixed across mini-batches and epochs (DelTA §3, CF §3):
 
-Modules: ``batch`` (the inputs), ``simple``, ``delta``, ``cf`` (the weights), ``rescoring`` (CF's
-prefix-cached counterfactual forwards), ``gradsnr`` (effective credit and the per-step gradient SNR). The offline
-studies of a checkpoint live in ``training.studies``; this package imports neither them nor the loop.
+- token weights (``TOKEN_WEIGHTS``, ``fn(batch: CreditBatch, **knobs) -> w[B, R]``); a preset says whether
+  ``w`` multiplies the policy-gradient term only (equivalently: per-token advantage w*A, as DelTA's
+  ``weighted_adv``) or the whole per-token loss including the KL term (CF's ``per_token_loss * w``);
+- token-level advantages (``TOKEN_ADVANTAGES``, ``fn(batch, **advantage_knobs) -> adv[B, R]``), replacing A_i in
+  the loss;
+- per-token loss terms (``TOKEN_TERMS``, ``fn(batch, **terms_knobs) -> {"eps_low" | "eps_high" | "kl_beta":
+  [B, R]}``), replacing the preset's scalar clip bounds / KL coefficient token by token.
 
-Every function is registered where it is defined (``training.registry.register``, with what it reads); the
-tables of registered functions and their papers: ``python -m training.presets``.
+Modules (each method module's docstring names the functions it registers; ``tests/test_drift.py`` checks both
+lists): ``batch`` (the inputs), ``simple`` (weights that need no model), ``delta``, ``cf`` (the weights),
+``rescoring`` (CF's prefix-cached counterfactual forwards), ``covariance`` (Clip-Cov, KL-Cov), ``entropy``
+(entropy-aware terms and advantages), ``advantage`` (token advantages from rollout statistics or a critic),
+``tree`` (prefix-tree credit), ``gradsnr`` (effective credit and the per-step gradient SNR). The offline studies
+of a checkpoint live in ``training.studies``; this package imports neither them nor the loop.
 
-Token-level advantages (``TOKEN_ADVANTAGES``, ``fn(batch, **advantage_knobs) -> adv[B, R]``, replacing A_i in
-the loss; module ``advantage``) and per-token loss terms (``TOKEN_TERMS``, ``fn(batch, **terms_knobs) ->
-{"eps_low" | "eps_high" | "kl_beta": [B, R]}``, replacing the preset's scalar clip bounds / KL coefficient token
-by token) are registered the same way.
-
-A new method is one decorated function in a module of this package (found without an import edit) plus one
-preset row (``training.presets``); what it reads beyond log-probs it declares in ``register(reads=...)``.
+The tables of registered functions, their papers and the presets that name them: ``python -m training.presets``
+(derived from the registry). A new method is one decorated function in a module of this package (found without
+an import edit) plus one preset row (``training.presets``); what it reads beyond log-probs it declares in
+``register(reads=...)``.
 """
 
 from __future__ import annotations

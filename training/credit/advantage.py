@@ -1,4 +1,4 @@
-"""Token-level advantages that replace the sequence advantage A_i in the loss: OTB and KTAE.
+"""Token-level advantages that replace the sequence advantage A_i in the loss: ``otb``, ``ktae`` and ``gae``.
 
 Every function has the signature ``fn(batch: CreditBatch, **knobs) -> adv[B, R]`` and is registered in
 ``training.credit.TOKEN_ADVANTAGES``; a preset names one in ``token_advantage`` (knobs in

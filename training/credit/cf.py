@@ -1,4 +1,4 @@
-"""CF: counterfactual importance weighting (Khandoga, Yuan, Sankarapu; arXiv 2602.09331).
+"""``cf``: counterfactual importance weighting (Khandoga, Yuan, Sankarapu; arXiv 2602.09331).
 
 The paper's method section was not available; this follows the authors' code, Lexsi-Labs/aligntune @ 8234976,
 ``src/aligntune/backends/trl/rl/counterfact_grpo/custom_trainer.py`` (``detect_calculation_spans``,

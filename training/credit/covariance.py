@@ -1,6 +1,6 @@
-"""Clip-Cov and KL-Cov (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning
-Language Models", arXiv 2505.22617 §4; verl ``core_algos.compute_policy_loss_clip_cov`` / ``_kl_cov``, adapted
-from PRIME-RL/Entropy-Mechanism-of-RL).
+"""Clip-Cov (``clip_cov``) and KL-Cov (``kl_cov``) (Cui et al. 2025, "The Entropy Mechanism of Reinforcement
+Learning for Reasoning Language Models", arXiv 2505.22617 §4; verl ``core_algos.compute_policy_loss_clip_cov`` /
+``_kl_cov``, adapted from PRIME-RL/Entropy-Mechanism-of-RL).
 
 Both rank tokens by the centred covariance of advantage and log-probability over the batch's valid tokens,
 

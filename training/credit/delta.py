@@ -1,4 +1,5 @@
-"""DelTA: discriminative token credit assignment (Zhang, Wu, Lin; arXiv 2605.21467).
+"""DelTA: discriminative token credit assignment (Zhang, Wu, Lin; arXiv 2605.21467): ``delta`` and its
+``delta_within_side`` variant.
 
 Reference code: RUCBM/DelTA @ cf048bd, ``verl-DelTA/verl/workers/actor/dp_actor.py``
 (``DataParallelPPOActor.compute_log_prob_h``). Card: ``training/ALGORITHMS.md``.

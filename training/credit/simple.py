@@ -1,4 +1,5 @@
-"""Token weights that need no model: uniform (GRPO/DAPO), forking tokens (80/20) and the random control."""
+"""Token weights that need no model: ``uniform`` (GRPO/DAPO), ``forking_tokens`` (80/20) and the random control
+``random_weights``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prefix-tree credit: TEMPO (Tran, Yao & Yu 2025, arXiv 2509.18314, "Exploiting Tree Structure for Credit
+"""Prefix-tree credit: ``tempo``, TEMPO (Tran, Yao & Yu 2025, arXiv 2509.18314, "Exploiting Tree Structure for Credit
 Assignment in RL Training of LLMs"; authors' code ``fatebreaker/tempo`` @ 0a1c273,
 ``verl/trainer/ppo/core_algos.py::compute_tempo_outcome_advantage``).
 

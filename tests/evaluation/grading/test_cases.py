@@ -13,6 +13,8 @@ equations with a sum, set C's misses); ``issue38_s12.tsv`` probes each kind of i
 tuples and matrices, units, number words, ``=`` chains, hedges, near misses, leaked turns, trailing clauses and
 questions back to the user) and set D's eight misses as general rules (``blind_d`` rows: remarks after the
 answer, praise lines, systems as tuples, values after the last math span, Unicode intervals, bases in words).
+``issue38_s13.tsv``: the last misses of sets E and F and a praise line holding the answer (grader v10), with near
+misses that must stay wrong or unread.
 ``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at temperature
 0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its gold; ``why`` says what the response
 concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a careful grader accepts, and a
@@ -123,7 +125,8 @@ def test_boxed_million_times_extracts_in_under_a_second() -> None:
     assert time.perf_counter() - t0 < 1.0
 
 
-@pytest.mark.parametrize(("table", "least"), [("issue25.tsv", 60), ("issue38.tsv", 45), ("issue38_s12.tsv", 300)])
+@pytest.mark.parametrize(("table", "least"), [("issue25.tsv", 60), ("issue38.tsv", 45), ("issue38_s12.tsv", 300),
+                                            ("issue38_s13.tsv", 20)])
 def test_math_verify_column_is_math_verifys_own_verdict(table: str, least: int) -> None:
     """The ``math_verify`` column of issue25.tsv and issue38.tsv is what Math-Verify says now (never typed by
     hand)."""

@@ -16,9 +16,11 @@ before their one grading with grader v7: 263 agreed (97.0 %); the eight misses w
 author, written blind, committed (0912079) before their one grading with grader v8: 247 agreed (95.4 %); the misses
 were fixed after as general rules (grader v9, ``blind_e`` rows); ``heldout/s12_blind_f_*.jsonl``: 210 pairs by a
 fourth author, weighted to ordinary endings (about 70 %), written blind, committed (b31f01e) before their one
-grading with grader v9: 209 agreed (99.5 %); the miss (a thin-space thousands separator inside dollars) is
-not fixed. All are separate from the case tables.
-GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.
+grading with grader v9: 209 agreed (99.5 %); its miss (f-049, a value in dollars after a stating verb and before
+its noun, closing a sentence with two math spans) and set E's e-199 (a value questioned, then stated again) were fixed
+after as general rules (grader v10, ``cases/issue38_s13.tsv``).  All are separate from the case tables.
+GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.  Each set's remaining misses are named
+below: a new miss fails the test, and so does a fixed one until it is taken off the list.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ def _grade(name: str, dataset: str | None, tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
+# ids of the pairs the current grader disagrees with; a-052: the percent convention ("$25\\%$" for a count of 25,
+# labelled wrong; the grader reads a percent on the prediction as the bare gold it names)
+KNOWN_MISSES = {"s9_blind_a": {"a-052"}}
+
+
 @pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a", "s9_blind_b", "s11_blind_c",
                                     "s12_blind_d", "s12_blind_e", "s12_blind_f"])
 def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -> None:
@@ -48,3 +55,5 @@ def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -
     assert len(rows) >= 40 and {r["label"] for r in rows} == {True, False}
     misses = [(r["kind"], r["answer"], r["prediction"][-80:], r["reason"]) for r in rows if r["correct"] != r["label"]]
     assert 1 - len(misses) / len(rows) >= 0.98, misses
+    missed = {r.get("id", r["prediction"][-60:]) for r in rows if r["correct"] != r["label"]}
+    assert missed == KNOWN_MISSES.get(prefix, set()), misses
