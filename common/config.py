@@ -334,8 +334,15 @@ class Config:
 
     @property
     def credit_analysis(self) -> bool:
-        """Rule credit_analysis runs: the synthetic task, or a CPU-size real model (``model.convert_gguf``)."""
-        return self.synthetic_task or self.model.convert_gguf
+        """Rule credit_analysis runs: the synthetic task, or a CPU-size real model (``model.convert_gguf``) where
+        rule real_credit does not (it probes the same start model with real-text token classes, and MC truth)."""
+        return self.synthetic_task or (self.model.convert_gguf and not self.real_credit)
+
+    @property
+    def real_credit(self) -> bool:
+        """Rule real_credit runs: a CPU-size real model on real data with ``fidelity.enabled`` and ``fidelity.mc``."""
+        return (not self.synthetic_task and self.model.convert_gguf and self.fidelity.enabled
+                and self.fidelity.mc.enabled)
 
 
 def _with_defaults(validator_class):

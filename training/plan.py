@@ -275,7 +275,7 @@ def eval_generations(cfg: Config) -> tuple[int, float]:
 def snakemake_jobs(cfg: Config) -> int:
     """Jobs of the default target: make_data, build_model, sft, rl (method x seed), per evaluation suite
     eval_generate + eval_score per checkpoint (the SFT start once, each method's checkpoints) and, for each
-    suite but curve, suite_report; report, all; convert_gguf; credit_analysis (synthetic task)."""
+    suite but curve, suite_report; report, all; convert_gguf; credit_analysis or real_credit."""
     from evaluation.suites import MAIN_SUITE
 
     suites = eval_suites(cfg)
@@ -283,6 +283,7 @@ def snakemake_jobs(cfg: Config) -> int:
     jobs += sum(1 for name, (_, ckpts) in suites.items() if name != MAIN_SUITE and ckpts)
     jobs += 1 if cfg.model.convert_gguf else 0
     jobs += 1 if cfg.credit_analysis else 0  # credit_analysis
+    jobs += 1 if cfg.real_credit else 0  # real_credit (real text: the one credit analysis)
     return jobs
 
 

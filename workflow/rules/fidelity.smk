@@ -31,8 +31,7 @@ FIDELITY_FIGURES = [f"{FIDELITY_DIR}/credit_fidelity.{e}" for e in ("png", "pdf"
 def real_credit_runs() -> list[tuple[str, str]]:
     """(name, model folder) probed on real text, where the only ground truth is Monte-Carlo: empty unless
     fidelity.enabled and fidelity.mc.enabled, on a CPU-size real model (model.convert_gguf) and real data."""
-    fid = CFG.fidelity
-    if not (fid.enabled and fid.mc.enabled) or DATA_MODULE == "training.data" or not CFG.credit_analysis:
+    if not CFG.real_credit:
         return []
     seed, step, base = (CFG.fidelity.seeds or CFG.seeds)[0], CFG.rl.steps, CFG.report.baseline
     runs = [("sft", f"{OUT}/models/sft")]
