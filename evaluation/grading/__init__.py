@@ -181,6 +181,17 @@ Changelog
   statement ("the answer is 3.5 dollars? No units; it's $\\frac{7}{2}$."; a bare "12? Yes." is unread as before);
   a closing praise line holding the answer ("Great job! The class collected 96 cans.") is read when nothing before
   it states a value (a comparison after the praise stays a remark).
+* ``creditbench-grader/11`` (2026-12-06, issue 38, from the misses of blind set G): a unit in ``\\text{}`` after a
+  multiple of ``\\pi`` (``16\\pi \\text{ cm}^2``); the asked object named on the left (``A^{-1} =``, ``A^T =``,
+  ``f^{-1}(x) =``, ``f'(x) =``) is a label, and a derivative operator opening the left side (``\\frac{d}{dx} x^3 =``)
+  restates the question; a condition after the value's span ("$= 1 + x$ for $x \\neq 1$") is not the answer; "20
+  is $25\\%$ of 80" states the percent; "the minimum value occurs at $x = a$, where $f(a) = v$" states v; a
+  closing sum (product, difference) of exactly the boxed values states it ("$\\boxed{2}$ and $\\boxed{5}$ ...
+  their sum, $2 + 5 = 7$"); a count in words after "been" and closing a sentence with numerals ("that is sixty
+  thousand widgets"; "seven or eight" is a hedge); plain mixed numbers in sentences ("4 1/2 cups"); "probably 8"
+  after an answer phrase is 8; a self-correction ("nein, ... 5.040") reads what follows it; a closing question
+  offering another value ("maybe it's 9?") leaves an answer phrase uncommitted (``no_answer``).  The percent
+  convention is unchanged: ``0.25\\%`` names the gold 0.25 (= 1/4) as ``25\\%`` names 25.
 """
 
 from __future__ import annotations
@@ -198,7 +209,7 @@ from evaluation.grading.extract import answer_start, extract_answer, prepare_gol
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/10"
+GRADER_VERSION = "creditbench-grader/11"
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,20 @@ import re
 from functools import lru_cache
 
 from evaluation.grading.boxes import boxed_spans, is_echo
-from evaluation.grading.prose import PRAISE, cjk_spaced, continental, praise_cut, span_stated
+from evaluation.grading.prose import (
+    DOUBT_RE,
+    PRAISE,
+    cjk_spaced,
+    combined_value,
+    condition_cut,
+    continental,
+    money_signs_dropped,
+    plain_index,
+    praise_cut,
+    retracted,
+    span_stated,
+    value_stated,
+)
 
 MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
@@ -27,7 +40,7 @@ _TURN_RE = re.compile(
     r"|\n[ \t]*(?:user|human)[ \t]*\n|\[INST\]|\n#{1,4}[ \t]*(?:Instruction|Input|Human|User)(?:[ \t]*:|[ \t]*\n)"
     r"|\n(?:Next|New|Another)\s+(?:question|problem)\s*:"
 )  # the last line: a template's role line whose special tokens were decoded away, Llama-2 and Alpaca turns
-_NUM = (r"-?\\?\$?\s?(?:\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7
+_NUM = (r"-?\\?\$?\s?(?:(?:\d+\s+)?\d+\s?/\s?\d+(?![\d/]|[.,]\d)"  # 3/7, a mixed 4 1/2
         r"|\d{1,3}(?:[.\s]\d{3})+,\d+(?![\d,])"  # 1.234,5 / 1 234,5: grouped thousands, decimal comma
         r"|(?:\d+,(?:\d{1,2}|\d{4,})|0,\d{3})(?![\d,)\]])"  # decimal comma 3,75 0,35625 (1,250: thousands)
         r"(?:\s*(?:\\times|\\cdot|×)\s*10\^\{?[+-]?\d+\}?)?(?:\s?\\?%)?"  # 1,2 \cdot 10^{3}
@@ -63,10 +76,6 @@ _CLOSING_TEX_RE = re.compile(
 _TEX_TAIL_RE = re.compile(rf"(?:^|\s)({_TEX_EXPR})\s*[.!]?\s*$")  # any language: "La réponse est donc \frac{5}{6}."
 # LaTeX, not a number (3 x 10^8) or word; 4i, 2x, 4210_5 count
 _TEX_CONSTRUCT_RE = re.compile(r"\\[a-zA-Z]|[\^_]\{|[a-zA-Z][\^_]|\d_|\d[a-z](?![a-zA-Z])")
-# "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
-# signs are money, not math delimiters
-_DOLLAR_RE = re.compile(r"(?<!\\)\$")
-_CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
 # "$3$ or $4$" after an answer phrase: the second span joins the first
 _JOINED_SPAN_RE = re.compile(r"\s*(?:,|\bor\b|\band\b|\bou\b|\bo\b|\boder\b)\s*\$([^$]+)\$")
 # "42, since 6 times 7 is 42" / "42 balls, which is 6 more than 36": the clause after the value explains it
@@ -94,9 +103,11 @@ _WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])"
              r"|a\s+dozen)(?:\s+(?:hundred|thousand|million)(?:\s+(?:and\s+)?(?:[a-z]+ty(?:-[a-z]+)?|[a-z]+teen|ten|eleven|twelve"
              rf"|{_UNITS_W})(?![a-z]))?)?")
 _CLOSING_WORD_NUM_RE = re.compile(
-    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
-    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
+    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bbe|\bbeen|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
+    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?!\s+(?:or|to)\s)(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
     rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
+_WORDS_LAST_RE = re.compile(rf"(?i)\b(?:is|are|was|were|equals?|be|been|makes?|totals?)\s+(?!one\b|a\b)({_WORD_NUM})\b"
+                            r"(?!.*\b(?:more|less|fewer|than|times|or|and)\b)(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,6}\s*[.!]?\s*$")
 # "He runs thirty miles in total.": a subject, any verb, then a count in words
 _SUBJECT_WORD_NUM_RE = re.compile(
     rf"(?i)^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?:he|she|it|we|they|you|I|[A-Z][a-z]+)"
@@ -108,7 +119,8 @@ _LIST_ITEM = rf"(?>(?:[a-zA-Z]\s*=\s*)?(?:{_NUM}))"  # atomic, separators posses
 _CLOSING_LIST_RE = re.compile(
     rf"(?i)(?:\bare|\bis|\bbe|=|:)\s++({_LIST_ITEM}(?:\s*+,\s*+{_LIST_ITEM})*+,?\s++(?:and|or)\s++{_LIST_ITEM})"
     r"\s*[.!]?\s*$")
-_HEDGE_WORD_RE = re.compile(r"(?i)^(?:approximately|approx\.|about|around|roughly|exactly|precisely|≈|~)\s+")
+_HEDGE_WORD_RE = re.compile(r"(?i)^(?:approximately|approx\.|about|around|roughly|exactly|precisely|probably|likely|"
+                            r"most\s+likely|surely|certainly|definitely|clearly|≈|~)\s+")  # "probably 8": 8, committed
 _HEDGE_RE = re.compile(r"(?i)\b(?:or|maybe|possibly|perhaps|not\s+sure|unsure)\b[^.]*?\d")
 _SPAN_JOIN_RE = re.compile(r"\s*(?:,|,?\s*\b(?:and|or)\b)\s*")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$"
@@ -151,17 +163,11 @@ def _clause_cut(text: str, clause: re.Pattern[str]) -> str:
     return text if len(head) < len(text) and _HEDGE_RE.search(text, len(head)) else head
 
 
-def _money_signs_dropped(line: str) -> str:
-    """``3 * $15 = $45`` -> ``3 * 15 = 45`` when every ``$`` of ``line`` is a currency sign (else unchanged)."""
-    n = len(_DOLLAR_RE.findall(line))
-    return _CURRENCY_RE.sub("", line) if n and len(_CURRENCY_RE.findall(line)) == n else line
-
-
 def _phrase_tail(tail: str) -> str | None:
     """The answer in the text following an "answer is" phrase."""
     t = tail.strip().replace("**", "").strip()
     first, nl, rest = t.partition("\n")
-    t = _money_signs_dropped(first) + nl + rest
+    t = money_signs_dropped(first) + nl + rest
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if t.startswith(left):
             end = t.find(right, len(left))
@@ -315,7 +321,10 @@ def _closing_statement(text: str) -> str | None:
     if restated and "$" not in restated.group(1) and len(found := _NUM_RE.findall(restated.group(1))) == 1:
         return found[0].strip()
     sentence = continental(sentence)  # "7 degrees below zero" is -7; "Daher gibt es 3.000 Stifte." 3000
-    sentence = _money_signs_dropped(_clause_cut(sentence, _REASON_CLAUSE_RE))
+    sentence = condition_cut(retracted(sentence))  # "..., nein, $7! = 5.040$ Anordnungen."; "... for $x \\neq 1$"
+    if stated := value_stated(sentence):  # "so 20 is $25\\%$ of 80."; "... at $x = -2$, where $f(-2) = -3$."
+        return stated
+    sentence = money_signs_dropped(_clause_cut(sentence, _REASON_CLAUSE_RE))
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
@@ -353,7 +362,8 @@ def _closing_statement(text: str) -> str | None:
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) and not _NUM_RE.search(sentence[: tex.start(1)]):
         return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
-    words = (_CLOSING_WORD_NUM_RE.search(sentence) or _SUBJECT_WORD_NUM_RE.search(sentence)) if not nums else None
+    words = (_CLOSING_WORD_NUM_RE.search(sentence) or _SUBJECT_WORD_NUM_RE.search(sentence)) if not nums else (
+        _WORDS_LAST_RE.search(sentence))  # "... 15000, and in four weeks that is sixty thousand widgets."
     if words:
         return next(g for g in words.groups() if g).strip()
     if len(nums) == 1:
@@ -373,20 +383,6 @@ def answer_start(response: str, dataset: str | None = None) -> int | None:
     box, the "answer is" / "Final Answer:" phrase, or the closing statement (its display-math opener, else the
     start of its sentence).  Every token from there on states the answer (CF's answer region)."""
     return _extract(response, dataset)[1]
-
-
-def _plain_index(text: str, i: int) -> int:
-    """Index in ``text`` of character ``i`` of ``text.replace("**", "")``."""
-    j = k = 0
-    while j < len(text):
-        if text.startswith("**", j):
-            j += 2
-            continue
-        if k == i:
-            return j
-        k += 1
-        j += 1
-    return j
 
 
 def _closing_start(text: str) -> int:
@@ -447,7 +443,7 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
             if last_final.start() >= box_end_plain:
                 ans = _phrase_tail(plain[last_final.end() :])
                 if ans and re.search(r"[\d\\$]", ans):
-                    return ans, _plain_index(text, last_final.start())
+                    return ans, plain_index(text, last_final.start())
         parts = [spans[-1]]
         for prev in reversed(spans[:-1]):
             gap = text[prev[1] : parts[0][0]]
@@ -458,12 +454,17 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
             else:
                 break
         ans = ", ".join(_chain_value(p[2].strip()) for p in parts).strip()
+        if len(parts) >= 2 and (combined := combined_value(text[parts[-1][1] :], [p[2] for p in parts])):
+            return combined, parts[-1][1]  # the sentence after the boxes states it
         return ans or None, parts[0][0]
+    doubt = DOUBT_RE.search(plain, max(0, len(plain) - 400)) if plain.rstrip().endswith("?") else None
     for m in phrases[-3:][::-1]:  # a phrase followed by a comma ("the answer is, because") states nothing
+        if doubt and doubt.start() > m.end():  # "the answer is 8. ... maybe it's 9?": no final answer
+            return None, 0
         if plain[m.end() : m.end() + 1] not in (",", ";"):
             ans = _phrase_tail(_ECHO_BOX_RE.sub("", plain[m.end() : m.end() + 2000]))
             if ans:
-                return ans, _plain_index(text, m.start())
+                return ans, plain_index(text, m.start())
             break
     if gsm and gsm[-1].strip():
         return _drop_trailing_words(gsm[-1].strip()), gsm_matches[-1].start()

@@ -54,7 +54,8 @@ _NAME = r"[A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,4}\}?)?"  # S, AB, S_{ABC}
 # a label on the left of "=": a variable, a tuple of variables, a named ratio (``S_{ABC}:S``), a segment, an
 # angle, a length ``|PQ|``/``|\vec{v}|`` or a ratio of segments ``\frac{AM}{MB}`` (uppercase names only)
 LABEL = (rf"(?:{_VAR}|\({_VAR}(?:\s*,\s*{_VAR})+\)|{_NAME}(?:\s*:\s*{_NAME})+|[A-Z]{{2,3}}"
-          rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*\(\s*[a-zA-Z0-9]\s*\)"
+          rf"|(?:m\s*)?\\angle\s*[A-Z]{{1,3}}|[a-zA-Z]\s*(?:\^\{{?-1\}}?|'{{1,2}})?\s*\(\s*[a-zA-Z0-9]\s*\)"
+          rf"|[A-Z]\s*\^\s*\{{?\s*(?:-1|T|\\top)\s*\}}?"  # f^{{-1}}(x), f'(x), A^{{-1}}, A^T: the asked object named
           rf"|\|\s*(?:\\(?:vec|overrightarrow|overline)\s*\{{\s*[A-Za-z]{{1,3}}\s*\}}|{_NAME})\s*\|"
           rf"|\\frac\{{\s*[A-Z]{{1,3}}\s*\}}\{{\s*[A-Z]{{1,3}}\s*\}})")
 _ASSIGN_RE = re.compile(rf"^{LABEL}\s*=\s*")
@@ -66,7 +67,10 @@ BASE_RE = re.compile(r"^(?=[0-9A-Za-z]*\d)([0-9A-Za-z]+)_\{?\(?(\d+)\)?\}?$")
 
 
 # a big operator or an elided series: an equation side holding one restates the question
-_RESTATED_RE = re.compile(r"\\(?:sum|prod|int|lim|cdots|ldots|dots)(?![a-zA-Z])|\.\.\.")
+_RESTATED_RE = re.compile(r"\\(?:sum|prod|int|lim|cdots|ldots|dots)(?![a-zA-Z])|\.\.\."
+                          # a derivative operator opening the side, applied to what follows (\frac{d}{dx} x^3; not
+                          # the ODE m\frac{dv}{dt} + bv = f)
+                          r"|^\s*\\[dt]?frac\s*\{\s*(?:d|\\partial)(?:\^\{?\d\}?)?\s*\}\s*\{\s*(?:d|\\partial)\s*[a-zA-Z]")
 
 
 def drop_restated_side(s: str) -> str:
@@ -158,7 +162,7 @@ def _replace_text_groups(s: str) -> tuple[str, bool]:
         elif low in ("and", "or"):
             inner = ","
         elif re.fullmatch(r"[a-zA-Z\u00b5\u03bc\u03a9][a-zA-Z0-9 ./^\u00b5\u03bc\u03a9-]*", inner) and re.search(
-            r"[\d}]\s*$", before
+            r"(?:[\d}]|\d\s*\\pi)\s*$", before  # 16\pi \text{ cm}^2: a unit after a multiple of pi
         ):
             rest = re.sub(r"^\s*\^\s*\{?[23]\}?", "", after)
             if not rest.strip():

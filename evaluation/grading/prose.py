@@ -1,5 +1,7 @@
 """Prose rewrites before a closing sentence is read: full-width punctuation, CJK spacing, Unicode powers and
-fractions, "N degrees below zero", points grouping thousands in a continental-European sentence."""
+fractions, "N degrees below zero", points grouping thousands in a continental-European sentence, currency signs,
+self-corrections ("nein, ..."), conditions after the value; and the prose rules that pick one value of several (a
+span before its noun, a percent of a number, an extreme value at a point, a sum of boxed candidates, praise, doubt)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,32 @@ def cjk_spaced(line: str) -> str:
     return _CJK_RE.sub(r"\1 ", line) if _CJK_RE.search(line) else line
 
 
+# "3 * $15 = $45.": every unescaped $ opens an amount (a digit follows, no word character before), so the
+# signs are money, not math delimiters
+_DOLLAR_RE = re.compile(r"(?<!\\)\$")
+_CURRENCY_RE = re.compile(r"(?<![\\\w$])\$(?=\d)")
+
+
+def money_signs_dropped(line: str) -> str:
+    """``3 * $15 = $45`` -> ``3 * 15 = 45`` when every ``$`` of ``line`` is a currency sign (else unchanged)."""
+    n = len(_DOLLAR_RE.findall(line))
+    return _CURRENCY_RE.sub("", line) if n and len(_CURRENCY_RE.findall(line)) == n else line
+
+
+def plain_index(text: str, i: int) -> int:
+    """Index in ``text`` of character ``i`` of ``text.replace("**", "")``."""
+    j = k = 0
+    while j < len(text):
+        if text.startswith("**", j):
+            j += 2
+            continue
+        if k == i:
+            return j
+        k += 1
+        j += 1
+    return j
+
+
 def continental(sentence: str) -> str:
     """``Daher gibt es 3.000 Stifte.`` -> ``... 3000 ...`` (in English 3.000 stays 3); ``7 degrees below zero``
     -> ``-7 degrees``."""
@@ -74,3 +102,69 @@ def praise_cut(line: str) -> int:
     That's 16 more than last year's 80 cans.": a remark, not the answer)."""
     m = _PRAISE_RE.match(line)
     return 0 if not m or not line[m.end():].strip() or _COMPARED_RE.search(line, m.end()) else m.end()
+
+
+# "..., nein, $(8-1)! = 7! = 5.040$ Anordnungen.": a self-correction; only what follows the retraction is read
+_RETRACT_RE = re.compile(r"(?i)(?:^|[\s,;:.…])(?:no|nein|non|nee|wait|oops|sorry|correction)\s*[,:!—–]+\s+(?=\S)")
+
+
+def retracted(sentence: str) -> str:
+    """``sentence`` after its last retraction ("no,", "nein,", "wait,") when a value follows it, else unchanged."""
+    cut = None
+    for cut in _RETRACT_RE.finditer(sentence):
+        pass
+    return sentence[cut.end():] if cut and re.search(r"\d", sentence[cut.end():]) else sentence
+
+
+# "... = 1 + x$ for $x \neq 1$.": a condition right after the value's span restricts it; it is not the answer
+# (not after a lone variable: "all $x$ with $-3 < x < 5$" is the answer)
+_CONDITION_RE = re.compile(r"(?i)(?<=\$|\))(?<!\$[a-z]\$)(?<!\\\([a-z]\\\))\s*,?\s+(?:(?:valid|defined|true)\s+)?"
+                           r"(?:for|when|where|if|provided(?:\s+that)?|unless)\s+(?:all\s+)?"
+                           r"(?:\$[^$]*|\\\((?:(?!\\\)).)*)(?:\\neq?|\\notin|\\in|\\[lg]eq?|[<>≠≤≥])[^$]*?(?:\$|\\\))"
+                           r"\s*[.!]?\s*$")
+# "so 20 is $25\%$ of 80.": a percent after a stating verb and before "of <number>" is the value stated
+_PERCENT_OF_RE = re.compile(r"(?i)\b(?:is|are|was|were|equals?|makes?|represents?)\s+\$?\s*(\d+(?:\.\d+)?)\s?(\\?%)\s*"
+                            r"\$?\s+of\s+(?:the\s+|a\s+|an\s+|his\s+|her\s+|their\s+|its\s+)?\$?\d[\d,.]*\$?"
+                            r"(?:\s+[a-z][a-z'\-]*){0,4}\s*[.!]?\s*$")
+# "The minimum value occurs at $x = -2$, where $f(-2) = -3$.": an extreme value located at a point, then the
+# function's value there: the value is asked, the point locates it
+_VALUE_AT_RE = re.compile(r"(?i)^(?:(?:so|thus|hence|therefore)\s*,?\s+)?(?:the\s+)?(?:minimum|maximum|minimal|maximal|"
+                          r"smallest|largest|least|greatest)\s+(?:possible\s+)?value\b[^$]{0,60}?\bat\s+\$\s*[a-z]\s*=\s*"
+                          r"([^$=]+?)\s*\$\s*,?\s+(?:where|with|and|giving)\s+\$\s*[a-zA-Z]\s*\(\s*([^$=()]+?)\s*\)\s*="
+                          r"\s*([^$=]+?)\s*\$\s*[.!]?\s*$")
+
+
+def condition_cut(sentence: str) -> str:
+    """``sentence`` without a closing condition on the value it states ("= 1 + x$ for $x \\neq 1$.")."""
+    return _CONDITION_RE.sub(".", sentence)
+
+
+def value_stated(sentence: str) -> str | None:
+    """A value the sentence states over a later or larger number: a percent before "of N", a function's extreme
+    value after the point where it is attained (the same point in both spans)."""
+    m = _PERCENT_OF_RE.search(sentence)
+    if m:
+        return m.group(1) + m.group(2)
+    m = _VALUE_AT_RE.search(sentence)
+    return m.group(3) if m and "".join(m.group(1).split()) == "".join(m.group(2).split()) else None
+
+
+# "I think the answer is 8. ... Let me try again: maybe it's 9?": a closing question offering another value
+DOUBT_RE = re.compile(r"(?i)(?:^|[.!?:]\s+)[^.!?:\n]*\b(?:maybe|perhaps|possibly|or\s+is\s+it|could\s+it\s+be)\b"
+                      r"[^.!?\n]*\d[^.!?\n]*\?\s*$")
+
+
+# "The roots are $\boxed{2}$ and $\boxed{5}$. But the problem asks for their sum, which is $2 + 5 = 7$.": the boxes
+# are candidates, and a closing sum (product, difference) of exactly their values states the asked quantity
+_COMBINED_RE = re.compile(r"(?i)\b(?:sum|product|difference|total)\b[^=\n]{0,80}?((?:-?\d+(?:\.\d+)?\s*"
+                          r"(?:[+*×-]|\\times|\\cdot)\s*)+-?\d+(?:\.\d+)?)\s*=\s*(-?\d+(?:\.\d+)?)\s*\$?\s*[.!]?\s*$")
+
+
+def combined_value(rest: str, boxed: list[str]) -> str | None:
+    """The value closing ``rest`` (the text after the last of several boxes) when it combines exactly the boxed
+    values; a check ("Check: ...", "to verify") states nothing new."""
+    m = _COMBINED_RE.search(rest[-300:].replace("**", "").rstrip())
+    if not m or re.search(r"(?i)\b(?:check|verif|confirm|note|remark)", rest):
+        return None
+    operands = sorted(re.findall(r"\d+(?:\.\d+)?", m.group(1)))
+    return m.group(2) if operands == sorted(b.strip().lstrip("-") for b in boxed) else None

@@ -14,7 +14,9 @@ tuples and matrices, units, number words, ``=`` chains, hedges, near misses, lea
 questions back to the user) and set D's eight misses as general rules (``blind_d`` rows: remarks after the
 answer, praise lines, systems as tuples, values after the last math span, Unicode intervals, bases in words).
 ``issue38_s13.tsv``: the last misses of sets E and F and a praise line holding the answer (grader v10), with near
-misses that must stay wrong or unread.
+misses that must stay wrong or unread.  ``issue38_g.tsv``: blind set G's misses as general rules (grader v11: units
+after a multiple of pi, named left sides, trailing conditions, two values in a sentence, a sum of boxed candidates,
+number words, mixed numbers, hedge words, self-corrections, an uncommitted closing question), with near misses.
 ``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at temperature
 0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its gold; ``why`` says what the response
 concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a careful grader accepts, and a
@@ -126,7 +128,7 @@ def test_boxed_million_times_extracts_in_under_a_second() -> None:
 
 
 @pytest.mark.parametrize(("table", "least"), [("issue25.tsv", 60), ("issue38.tsv", 45), ("issue38_s12.tsv", 300),
-                                            ("issue38_s13.tsv", 20)])
+                                            ("issue38_s13.tsv", 20), ("issue38_g.tsv", 50)])
 def test_math_verify_column_is_math_verifys_own_verdict(table: str, least: int) -> None:
     """The ``math_verify`` column of issue25.tsv and issue38.tsv is what Math-Verify says now (never typed by
     hand)."""
