@@ -205,8 +205,7 @@ class RuntimeConfig:
 
     @property
     def env(self) -> str:
-        """Environment prefix of every torch job (shell words): one thread, passive OpenMP waits, and with
-        ``portable_kernels`` the CPU-independent kernels."""
+        """Environment of every torch job: one thread, passive OpenMP waits, ``portable_kernels`` if set."""
         words = ["OMP_WAIT_POLICY=PASSIVE", f"OMP_NUM_THREADS={self.torch_threads}"]
         if self.portable_kernels:
             words += ["ATEN_CPU_CAPABILITY=default", "MKL_CBWR=COMPATIBLE"]
@@ -302,8 +301,7 @@ class Config:
     experiment: str
     output_dir: str
     seeds: tuple[int, ...]
-    """The seeds every method trains (with ``seeds: auto`` the first look's, 1..start; more come from the
-    workflow's checkpoint, ``seeds_auto``)."""
+    """The seeds every method trains (``seeds: auto``: the first look's; the workflow's checkpoint adds more)."""
     methods: tuple[str, ...]
     algorithms: Mapping[str, Mapping[str, Any]]
     backend: str
@@ -334,15 +332,14 @@ class Config:
 
     @property
     def credit_analysis(self) -> bool:
-        """Rule credit_analysis runs: the synthetic task, or a CPU-size real model (``model.convert_gguf``) where
-        rule real_credit does not (it probes the same start model with real-text token classes, and MC truth)."""
+        """Rule credit_analysis runs: the synthetic task, or a CPU-size real model where real_credit does not."""
         return self.synthetic_task or (self.model.convert_gguf and not self.real_credit)
 
     @property
     def real_credit(self) -> bool:
-        """Rule real_credit runs: a CPU-size real model on real data with ``fidelity.enabled`` and ``fidelity.mc``."""
-        return (not self.synthetic_task and self.model.convert_gguf and self.fidelity.enabled
-                and self.fidelity.mc.enabled)
+        """Rule real_credit runs: a CPU-size real model (``model.convert_gguf``) on real data, fidelity and MC on."""
+        f = self.fidelity
+        return not self.synthetic_task and self.model.convert_gguf and f.enabled and f.mc.enabled
 
 
 def _with_defaults(validator_class):
@@ -369,12 +366,10 @@ def load_schema() -> dict:
 
 
 def validate_config(raw: Mapping[str, Any]) -> dict:
-    """Validate and fill defaults; raise ConfigError naming the offending key path. Preset names and knobs
-    are checked by ``training.presets.check_methods`` (common imports nothing of the project), which the
-    workflow calls at DAG time and ``training.presets.get_preset`` repeats in every training job.
-
-    Strings are first read as the numbers / booleans / nulls the schema asks for: PyYAML (YAML 1.1) reads
-    ``1e-4`` as a string, and Snakemake's ``--config 'rl={lr: 1e-4}'`` delivers every nested value as one."""
+    """Validate and fill defaults; raise ConfigError naming the offending key path. Presets are checked by
+    ``training.presets.check_methods`` (DAG time; common imports nothing of the project). Strings are first
+    read as the numbers / booleans / nulls the schema asks for: PyYAML reads ``1e-4`` as a string, and
+    ``--config 'rl={lr: 1e-4}'`` delivers every nested value as one."""
     _check_moved(raw)
     schema = load_schema()
     data = coerce(json.loads(json.dumps(raw)), schema)  # deep copy, plain types
@@ -416,8 +411,7 @@ def _error_line(err: jsonschema.ValidationError) -> str:
 
 
 def _check_cross_keys(data: Mapping[str, Any]) -> None:
-    """Checks no single key can make: a run that would fail (or silently write empty columns) only after
-    training fails here, at DAG time."""
+    """Cross-key checks: a run that would fail (or write empty columns) after training fails at DAG time."""
     auto = data["seeds_auto"]
     if data["seeds"] == "auto" and auto["start"] > auto["max_seeds"]:
         raise ConfigError(f"config key 'seeds_auto/start': {auto['start']} > seeds_auto.max_seeds "
@@ -592,8 +586,7 @@ def _content_path(raw: Mapping[str, Any], text: str) -> str:
 
 
 def resolved_config_path(raw: Mapping[str, Any]) -> str:
-    """``<output_dir>/configs/<hash>.yaml``: named by its content, so an invocation with another config
-    never rewrites the file a running one reads."""
+    """``<output_dir>/configs/<hash>.yaml``: by content, never rewriting the file a running invocation reads."""
     return _content_path(raw, resolved_yaml(raw))
 
 
