@@ -159,13 +159,14 @@ def test_slurm_cluster_gpu_job_sees_the_plans_gpus_tasks_and_world_size(cluster,
 
 
 def test_slurm_cluster_gpu_job_short_of_gpus_fails_in_one_line(cluster, tmp_path):
-    """One GPU granted where the plan expects 2: every process stops before any work, naming the difference."""
+    """One GPU granted where the plan expects 2: the job stops before any work, naming the difference. Each rank
+    checks on its own; the first to exit makes torchrun SIGTERM the other, which may not have printed yet."""
     proc = launch_check(cluster, tmp_path / "short", "--set-resources", "launch_check:gpu=1",
                         "launch_check:cpus_per_task=1", "launch_check:mem_mb=1000")
     assert proc.returncode != 0
     log = (tmp_path / "short" / "logs" / "launch_check.log").read_text()
     lines = [x for x in log.splitlines() if x.startswith("launch check: SLURM job")]
-    assert len(lines) == 2, log
+    assert 1 <= len(lines) <= 2 and len(set(lines)) == 1, log
     assert "GPUs visible (CUDA_VISIBLE_DEVICES='0') 1 != 2" in lines[0] and lines[0].count("!=") == 1, lines[0]
     assert not (tmp_path / "short" / "launch_check.json").exists()
 
