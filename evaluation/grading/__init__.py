@@ -192,6 +192,13 @@ Changelog
   after an answer phrase is 8; a self-correction ("nein, ... 5.040") reads what follows it; a closing question
   offering another value ("maybe it's 9?") leaves an answer phrase uncommitted (``no_answer``).  The percent
   convention is unchanged: ``0.25\\%`` names the gold 0.25 (= 1/4) as ``25\\%`` names 25.
+* ``creditbench-grader/12`` (2026-12-06, issue 38, session 13's leftovers): a count in words with an "or more/less/
+  fewer" bound states the count, as a numeral does ("that is sixty thousand or more widgets"; ``$60000$ or more``), and
+  is read whole; a count in words after a stating verb that closes a sentence is its last statement, after a math span
+  too, and when it states nothing ("sixty thousand more", "sixty or seventy thousand") no earlier value is read in its
+  place; a value questioned after an answer phrase and confirmed ("12? Yes.") is the answer, and one retracted
+  without another ("12? No.") is ``no_answer``; a closing praise line stating a value ("Great job! The class
+  collected 96 cans.") is the last statement even after a line stating another value.
 """
 
 from __future__ import annotations
@@ -209,7 +216,7 @@ from evaluation.grading.extract import answer_start, extract_answer, prepare_gol
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/11"
+GRADER_VERSION = "creditbench-grader/12"
 
 log = logging.getLogger(__name__)
 
