@@ -17,7 +17,8 @@ Math-Verify gets the gold wrapped in ``$...$`` as recommended.  Prints pairs/s f
 inputs built to be slow (:data:`_ADVERSARIAL`, dataset ``adv``) and ``--load L`` runs L busy processes beside
 both timed loops: the ratio on a mix with adversarial inputs under load, and how many verdicts of ours took
 longer than ``--timeout`` (wall clock around each call), with how far each ``timeout`` verdict ran past its budget.
-``--repeat R`` times R rounds, alternating which checker goes first, and prints the ratio of each round (its spread).
+``--repeat R`` times R rounds, alternating which checker goes first, each from empty caches and a fresh worker, and
+prints the ratio of each round (its spread).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from collections import Counter
 from pathlib import Path
 
 from evaluation.grading import GRADER_VERSION, grade, grade_many
+from evaluation.grading.extract import prepare_gold
+from evaluation.grading.normalize import normalize_answer, simple_number
+from evaluation.grading.pool import close_workers
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "benchmarks"
 _FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"
@@ -193,6 +197,23 @@ def case_accuracy(cases: Path, timeout_s: float) -> None:
     print(f"cases_throughput_ratio_vs_math_verify {t_m / t_o:.2f}")
 
 
+def _warm() -> None:
+    """Start our sympy worker, import Math-Verify, and load the parts of sympy that both import lazily (solvers,
+    radicals, equations), outside the timed region."""
+    for r, g in _WARM:
+        grade(r, g)
+        _mv_grade(r, g)
+
+
+def _cold() -> None:
+    """Our caches emptied and a fresh (warmed) worker: every round starts as the first one did, so a later round
+    does not time answers it has already seen."""
+    for cached in (prepare_gold, normalize_answer, simple_number):
+        cached.cache_clear()
+    close_workers()
+    _warm()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=5000, help="number of pairs (default 5000)")
@@ -209,9 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # its timeouts log the whole input
     pairs = mix_adversarial(build_pairs(args.n, args.seed), args.adversarial)
-    for r, g in _WARM:  # start our sympy worker, import Math-Verify, and load the parts of sympy that both
-        grade(r, g)  # import lazily (solvers, radicals, equations), outside the timed region
-        _mv_grade(r, g)
+    _warm()
 
     per_ds: dict[str, list[float]] = {}  # dataset -> [n, ours seconds, math-verify seconds]
     rounds: list[tuple[float, float]] = []  # (ours s, math-verify s) per round
@@ -219,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     load = _busy_loops(args.load)
     try:
         for k in range(args.repeat):  # the order alternates per round, so a drift of the load hits both
+            if k:
+                _cold()
             ours, mv = [], []
             t_ours = t_mv = 0.0
             for side in ("ours", "mv") if k % 2 == 0 else ("mv", "ours"):

@@ -126,6 +126,11 @@ _POOL = _WorkerPool()  # process handles only; no grading state lives here
 atexit.register(_POOL.close_all)
 
 
+def close_workers() -> None:
+    """Close this process's idle sympy workers (the next call starts a fresh one: a benchmark's cold round)."""
+    _POOL.close_all()
+
+
 def slow_in_worker(pred: str, gold: str, dataset: str | None, timeout_s: float) -> str:
     w = _POOL.acquire()
     try:
