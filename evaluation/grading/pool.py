@@ -71,10 +71,13 @@ class _Worker:
         line = self._readline(time.monotonic() + timeout_s)
         return None if line is None else json.loads(line)["reason"]
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILL; ``wait=False`` returns at once (the caller reaps it later: a timeout must not pay for the exit
+        of a worker that a loaded machine schedules late)."""
         try:
             self.proc.kill()
-            self.proc.wait(timeout=5)
+            if wait:
+                self.proc.wait(timeout=5)
         except Exception:
             pass
 
@@ -131,6 +134,12 @@ def close_workers() -> None:
     _POOL.close_all()
 
 
+def _replace(w: _Worker) -> None:
+    """Reap a killed worker and start its replacement (off the caller's clock)."""
+    w.kill()
+    _POOL.spare()
+
+
 def slow_in_worker(pred: str, gold: str, dataset: str | None, timeout_s: float) -> str:
     w = _POOL.acquire()
     try:
@@ -140,9 +149,9 @@ def slow_in_worker(pred: str, gold: str, dataset: str | None, timeout_s: float) 
         w.kill()
         log.warning("grader worker failed; restarting", exc_info=True)
         return "parse_error"
-    if reason is None:
-        w.kill()
-        _POOL.spare()
+    if reason is None:  # stuck where its own alarm cannot land: killed at the budget, reaped and replaced behind
+        w.kill(wait=False)
+        threading.Thread(target=_replace, args=(w,), daemon=True).start()
         return "timeout"
     _POOL.release(w)
     return reason
