@@ -200,8 +200,8 @@ Changelog
   without another ("12? No.") is ``no_answer``; a closing praise line stating a value ("Great job! The class
   collected 96 cans.") is the last statement even after a line stating another value.  Timeouts: the budget
   counts from the call to :func:`grade` (extraction included), and a worker killed at it is reaped and replaced in
-  the background, so a timeout whose worker missed its own stop no longer ran 30-40 ms past its budget on a loaded
-  machine.
+  the background, and the kill comes min(50 ms, 10 %) before the budget, so a timeout whose worker missed its own stop
+  no longer runs 10-50 ms past its budget on a loaded machine.
 """
 
 from __future__ import annotations

@@ -602,7 +602,7 @@ def test_a_stuck_worker_costs_the_budget_and_is_replaced() -> None:
     stuck = pool._POOL.idle[-1]
     os.kill(stuck.proc.pid, signal.SIGSTOP)
     v = grade(B % "(x+2)^2", "x^2+4x+4", timeout_s=1.0)
-    assert v.reason == "timeout" and 1.0 <= v.seconds < 1.1, v
+    assert v.reason == "timeout" and 0.85 < v.seconds < 1.0, v  # killed 50 ms before the budget
     assert stuck.proc.wait(timeout=10) == -signal.SIGKILL
     assert grade(B % "\\sqrt{8}", "2\\sqrt{2}", timeout_s=60.0).correct  # a replacement answers
 
