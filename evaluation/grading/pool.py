@@ -68,7 +68,7 @@ class _Worker:
         msg = json.dumps({"pred": pred, "gold": gold, "dataset": dataset, "budget_s": budget}) + "\n"
         self.proc.stdin.write(msg.encode())  # type: ignore[union-attr]
         self.proc.stdin.flush()  # type: ignore[union-attr]
-        # the kill itself and a late wake-up of a loaded caller must fit in the budget too (measured at load 8: up to 36 ms)
+        # the kill and a late wake-up of a loaded caller fit in the budget too (seen at load 8: up to 36 ms)
         line = self._readline(time.monotonic() + timeout_s - min(0.05, 0.1 * timeout_s))
         return None if line is None else json.loads(line)["reason"]
 
