@@ -106,8 +106,9 @@ Equivalence conventions
   ``aime`` answers must be integers 0-999 (leading zeros allowed).
 * **Limits**: inputs longer than 2000 characters or nested deeper than 60 brackets are
   ``parse_error``; every sympy check runs in a worker subprocess that stops itself (an interval timer) a
-  little before ``timeout_s`` and answers ``timeout``, and is killed at ``timeout_s`` when it does not, which
-  works off the main thread and inside daemonic worker processes: a timeout costs its budget, not a restart.  The
+  little before ``timeout_s`` and answers ``timeout``, and is killed just before ``timeout_s`` (counted from the
+  call) when it does not, which works off the main thread and inside daemonic worker processes: a timeout costs at
+  most its budget, not a restart.  The
   worker (a plain ``subprocess``, ``python -m evaluation.grading.worker``, 4 GiB address-space limit) starts
   on first use and takes about 3 s to import sympy and warm its parser; that start-up is not counted against
   ``timeout_s``.  A killed worker is replaced in the background.  Workers are per process
