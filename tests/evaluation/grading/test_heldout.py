@@ -21,8 +21,9 @@ its noun, closing a sentence with two math spans) and set E's e-199 (a value que
 after as general rules (grader v10, ``cases/issue38_s13.tsv``); ``heldout/s13_blind_g_*.jsonl``: 212 pairs by a fifth
 author, about 60 % ordinary endings, written blind, committed (bf155b1) before their one grading with grader v10:
 197 agreed (92.9 %); its misses were fixed after as general rules where one is safe (grader v11,
-``cases/issue38_g.tsv``), and g-138 is left (the percent convention, as a-052).  All are separate from the case
-tables.
+``cases/issue38_g.tsv``), and g-138 is left (the percent convention, as a-052); ``heldout/s14_blind_h_*.jsonl``: 259
+pairs by a sixth author, written blind, committed (33ddf96) before its one grading with grader v12 (254 agreed,
+98.1 %; five misses, no leniency).  All are separate from the case tables.
 GSM8K rows are graded with ``--dataset gsm8k``, as that dataset's golds are.  Each set's remaining misses are named
 below: a new miss fails the test, and so does a fixed one until it is taken off the list.
 """
@@ -50,11 +51,13 @@ def _grade(name: str, dataset: str | None, tmp_path: Path) -> list[dict]:
 # ids of the pairs the current grader disagrees with; a-052 and g-138: the percent convention ("$25\\%$" for a count
 # of 25, "$\\boxed{0.25\\%}$" for a probability of 1/4, both labelled wrong; the grader reads a percent on the
 # prediction as the bare gold it names)
-KNOWN_MISSES = {"s9_blind_a": {"a-052"}, "s13_blind_g": {"g-138"}}
+KNOWN_MISSES = {"s9_blind_a": {"a-052"}, "s13_blind_g": {"g-138"},
+                "s14_blind_h": {"h-053", "h-086", "h-143", "h-144", "h-209"}}
 
 
 @pytest.mark.parametrize("prefix", ["issue25", "issue25_blind", "s9_blind_a", "s9_blind_b", "s11_blind_c",
-                                    "s12_blind_d", "s12_blind_e", "s12_blind_f", "s13_blind_g"])
+                                    "s12_blind_d", "s12_blind_e", "s12_blind_f", "s13_blind_g",
+                                    "s14_blind_h"])
 def test_heldout_agreement_is_at_least_98_percent(tmp_path: Path, prefix: str) -> None:
     rows = _grade(f"{prefix}_math.jsonl", None, tmp_path) + _grade(f"{prefix}_gsm8k.jsonl", "gsm8k", tmp_path)
     assert len(rows) >= 40 and {r["label"] for r in rows} == {True, False}
