@@ -126,4 +126,8 @@ def task_labels(problem: Mapping[str, Any], pieces: Sequence[str], correct: bool
     when its task defines none (every task not in :data:`LABELLED_TASKS`)."""
     if problem.get("task") != "chain_sum":
         return None
-    return chain_importance(problem["entry"]["expression"], pieces, correct, ended)
+    expression = problem["entry"]["expression"]
+    if parse_chain(expression).gold != float(problem["answer"]):
+        raise ValueError(f"training row {problem.get('id')}: expression {expression!r} does not sum to its answer "
+                         f"{problem['answer']!r}; remake train.jsonl (rule make_data)")
+    return chain_importance(expression, pieces, correct, ended)

@@ -78,4 +78,54 @@ def test_parse_chain_and_tasks_without_labels():
     with pytest.raises(ValueError, match="not a chain"):
         parse_chain("3 * 4")
     assert task_labels({"task": "spell_backward", "entry": {}}, ["olleh"], True) is None
-    assert task_labels({"task": "chain_sum", "entry": {"expression": "2 + 2"}}, ["4"], True) == [1.0]
+    row = {"task": "chain_sum", "entry": {"expression": "2 + 2"}, "answer": "4", "id": "rg-train-3"}
+    assert task_labels(row, ["4"], True) == [1.0]
+    with pytest.raises(ValueError, match="rg-train-3.*remake train.jsonl"):
+        task_labels({**row, "answer": "5"}, ["4"], True)
+
+
+def _records(credit_of, n_resp: int = 40, seed: int = 0):
+    """Fidelity records of responses with random lengths and chain_sum-like binary labels (a right response:
+    several +1 tokens; a wrong one: one -1 span or none), credit from ``credit_of(labels, advantage)``."""
+    import numpy as np
+    import torch
+
+    from training.studies.fidelity import batch_fidelity
+
+    rng = np.random.default_rng(seed)
+    labels, credit, adv = [], [], []
+    for i in range(n_resp):
+        n, right = int(rng.integers(3, 30)), bool(i % 2)
+        g = np.zeros(n)
+        g[rng.choice(n, size=int(rng.integers(1, n)) if right else int(rng.integers(0, 3)), replace=False)] = \
+            1.0 if right else -1.0
+        a = (1.0 if right else -1.0) * float(rng.uniform(0.2, 2.0))
+        labels.append(g.tolist()), adv.append(a), credit.append(credit_of(g, a, n))
+    width = max(len(g) for g in labels)
+    c = torch.zeros(len(labels), width)
+    mask = torch.zeros(len(labels), width)
+    for i, row in enumerate(credit):
+        c[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1.0
+    return batch_fidelity(0, c, labels, mask, torch.tensor(adv), 0.1, [i // 4 for i in range(len(labels))])
+
+
+def test_uniform_credit_scores_exactly_the_chance_level_and_label_credit_scores_one():
+    """The table's control: credit uniform within a response (GRPO's 1/|o_i|, DAPO's 1/T, times A_i) scores
+    the chance level of fidelity.chance_levels on every statistic; credit equal to the labels scores 1."""
+    import numpy as np
+
+    from training.studies.fidelity import chance_levels, statistics_of
+
+    uniform = _records(lambda g, a, n: [a / n] * n)
+    stats, chance = statistics_of(uniform), chance_levels(uniform, 0.1)
+    assert stats["rho"] == 0.0
+    assert stats["overlap"] == pytest.approx(chance["overlap"], abs=1e-12)
+    assert stats["decisive_share"] == pytest.approx(chance["decisive_share"], abs=1e-12)
+    assert 0 < chance["overlap"] < 1 and 0 < chance["decisive_share"] < 1
+    # a method that puts its credit on the labelled tokens beats chance: rho 1, overlap 1, share 1
+    exact = _records(lambda g, a, n: (a * np.abs(g)).tolist())
+    s = statistics_of(exact)
+    assert s["rho"] == pytest.approx(1.0) and s["overlap"] == pytest.approx(1.0) and s["decisive_share"] == 1.0
+    # ... and a chance level that ignored the per-response mass would be wrong for GRPO's 1/|o_i| credit
+    pooled = sum(r.n_decisive for r in uniform) / sum(r.n_tokens for r in uniform)
+    assert abs(pooled - stats["decisive_share"]) > 1e-3
