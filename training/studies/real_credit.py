@@ -230,9 +230,11 @@ def label_markdown(head: str, labels: dict[str, Any], top_fraction: float) -> st
               f"{pct(r['chance_decisive_share'])} | {_ci(r, 'overlap', True)} | {pct(r['chance_overlap'])} | "
               f"{r['n_responses']} ({r['n_rho']}) | {r['n_labelled_tokens']} / {r['n_tokens']} | {r['n_groups']} |"
               for r in labels["table"]]
-    tasks = "; ".join(f"{t}: {n} responses, " + ("exact labels" if t in LABELLED_TASKS else "**not defined**")
-                      for t, n in labels["tasks"].items())
-    lines += ["", f"Tasks probed: {tasks}. A task without exact token importance is left out, not labelled "
+    names = list(dict.fromkeys([*labels.get("mix", ()), *labels["tasks"]]))
+    tasks = "; ".join(f"{t}: {labels['tasks'].get(t, 0)} responses, "
+                      + ("exact labels" if t in LABELLED_TASKS else "**not defined**") for t in names)
+    lines += ["", f"Tasks (the training mix and any probed): {tasks}. A task without exact token importance is "
+              "left out, not labelled "
               "(training.studies.real_labels). Labels (chain_sum): in a right response the operands, the correct "
               "partial sums and the answer are decisive (+1); in a wrong one the first wrong number (-1); all else "
               "0. Statistics as the synthetic credit fidelity (training.studies.fidelity), on the responses with "
@@ -325,7 +327,8 @@ def run(cfg: Config, *, model_dir: str, train_path: str, out_dir: str, seed: int
                "top_fraction": fc.top_fraction, "labels": {
                    "table": label_table(res["labels"], fraction=fc.top_fraction, n_boot=fc.bootstrap,
                                         seed=fc.bootstrap_seed),
-                   "tasks": res["tasks"], "n_responses": res["n_responses"], "n_labelled": len(lab),
+                   "tasks": res["tasks"], "mix": [t["name"] for t in cfg.train_data.tasks or ()],
+                   "n_responses": res["n_responses"], "n_labelled": len(lab),
                    "n_right": sum(r["correct"] for r in lab), "n_wrong": sum(not r["correct"] for r in lab),
                    "n_with_decisive": sum(any(r["labels"]) for r in lab)},
                "model_dir": model_dir,

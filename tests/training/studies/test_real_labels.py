@@ -129,3 +129,14 @@ def test_uniform_credit_scores_exactly_the_chance_level_and_label_credit_scores_
     # ... and a chance level that ignored the per-response mass would be wrong for GRPO's 1/|o_i| credit
     pooled = sum(r.n_decisive for r in uniform) / sum(r.n_tokens for r in uniform)
     assert abs(pooled - stats["decisive_share"]) > 1e-3
+
+
+def test_label_table_names_tasks_without_labels_not_defined():
+    """A mix task that defines no labels is named "not defined" with its response count, even when unprobed."""
+    from training.studies.real_credit import label_markdown
+
+    labels = {"n_labelled": 3, "n_right": 1, "n_wrong": 2, "n_with_decisive": 2, "n_responses": 5, "table": [],
+              "tasks": {"chain_sum": 3, "spell_backward": 2}, "mix": ["chain_sum", "spell_backward", "count_bits"]}
+    text = label_markdown("sft: 5 responses", labels, 0.1)
+    assert "chain_sum: 3 responses, exact labels" in text
+    assert "spell_backward: 2 responses, **not defined**" in text and "count_bits: 0 responses, **not defined**" in text
