@@ -1,7 +1,7 @@
 """Throughput benchmark: this checker vs Math-Verify on the same realistic (response, gold) pairs.
 
 ``python -m evaluation.checks.bench_grader [--n 5000] [--seed 0] [--workers N] [--cases DIR]
-[--adversarial F] [--load L]``
+[--adversarial F] [--load L] [--repeat R]``
 
 Pairs are generated deterministically from the real golds of MATH-500, GSM8K (test) and AIME 24/25/26:
 correct answers in several output formats (``\\boxed{}``, "The final answer is", ``####``, ``\\dfrac``,
@@ -16,7 +16,9 @@ Math-Verify gets the gold wrapped in ``$...$`` as recommended.  Prints pairs/s f
 ``throughput_ratio_vs_math_verify <x>`` and the agreement count.  ``--adversarial F`` mixes in a fraction F of
 inputs built to be slow (:data:`_ADVERSARIAL`, dataset ``adv``) and ``--load L`` runs L busy processes beside
 both timed loops: the ratio on a mix with adversarial inputs under load, and how many verdicts of ours took
-longer than ``--timeout``.
+longer than ``--timeout`` (wall clock around each call), with how far each ``timeout`` verdict ran past its budget.
+``--repeat R`` times R rounds, alternating which checker goes first, each from empty caches and a fresh worker, and
+prints the ratio of each round (its spread).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from collections import Counter
 from pathlib import Path
 
 from evaluation.grading import GRADER_VERSION, grade, grade_many
+from evaluation.grading.extract import prepare_gold
+from evaluation.grading.normalize import normalize_answer, simple_number
+from evaluation.grading.pool import close_workers
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "benchmarks"
 _FILLER = "Let me work through this step by step.\nFirst we simplify the expression and check the cases.\n"
@@ -192,6 +197,23 @@ def case_accuracy(cases: Path, timeout_s: float) -> None:
     print(f"cases_throughput_ratio_vs_math_verify {t_m / t_o:.2f}")
 
 
+def _warm() -> None:
+    """Start our sympy worker, import Math-Verify, and load the parts of sympy that both import lazily (solvers,
+    radicals, equations), outside the timed region."""
+    for r, g in _WARM:
+        grade(r, g)
+        _mv_grade(r, g)
+
+
+def _cold() -> None:
+    """Our caches emptied and a fresh (warmed) worker: every round starts as the first one did, so a later round
+    does not time answers it has already seen."""
+    for cached in (prepare_gold, normalize_answer, simple_number):
+        cached.cache_clear()
+    close_workers()
+    _warm()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=5000, help="number of pairs (default 5000)")
@@ -202,32 +224,43 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--adversarial", type=float, default=0.0,
                     help="fraction of adversarial pairs mixed in (dataset 'adv'; e.g. 0.01)")
     ap.add_argument("--load", type=int, default=0, help="busy processes (nice 5) running beside the timed loops")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="timed rounds, the order of the two checkers alternating; prints the ratio's spread")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # its timeouts log the whole input
     pairs = mix_adversarial(build_pairs(args.n, args.seed), args.adversarial)
-    for r, g in _WARM:  # start our sympy worker, import Math-Verify, and load the parts of sympy that both
-        grade(r, g)  # import lazily (solvers, radicals, equations), outside the timed region
-        _mv_grade(r, g)
+    _warm()
 
     per_ds: dict[str, list[float]] = {}  # dataset -> [n, ours seconds, math-verify seconds]
-    ours, mv = [], []
+    rounds: list[tuple[float, float]] = []  # (ours s, math-verify s) per round
+    ours, mv, walls = [], [], []  # verdicts and math-verify's of the last round; every verdict's wall time
     load = _busy_loops(args.load)
     try:
-        t0 = time.perf_counter()
-        for r, g, d in pairs:
-            t = time.perf_counter()
-            ours.append(grade(r, g, dataset=None if d == "adv" else d, timeout_s=args.timeout))
-            acc = per_ds.setdefault(d, [0, 0.0, 0.0])
-            acc[0] += 1
-            acc[1] += time.perf_counter() - t
-        t_ours = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for r, g, d in pairs:
-            t = time.perf_counter()
-            mv.append(_mv_grade(r, g))
-            per_ds[d][2] += time.perf_counter() - t
-        t_mv = time.perf_counter() - t0
+        for k in range(args.repeat):  # the order alternates per round, so a drift of the load hits both
+            if k:
+                _cold()
+            ours, mv = [], []
+            t_ours = t_mv = 0.0
+            for side in ("ours", "mv") if k % 2 == 0 else ("mv", "ours"):
+                t0 = time.perf_counter()
+                for r, g, d in pairs:
+                    t = time.perf_counter()
+                    if side == "ours":
+                        ours.append(grade(r, g, dataset=None if d == "adv" else d, timeout_s=args.timeout))
+                    else:
+                        mv.append(_mv_grade(r, g))
+                    took = time.perf_counter() - t
+                    acc = per_ds.setdefault(d, [0, 0.0, 0.0])
+                    acc[0] += side == "ours"
+                    acc[1 if side == "ours" else 2] += took
+                    if side == "ours":
+                        walls.append((took, ours[-1].reason))
+                if side == "ours":
+                    t_ours = time.perf_counter() - t0
+                else:
+                    t_mv = time.perf_counter() - t0
+            rounds.append((t_ours, t_mv))
     finally:
         for p in load:
             p.kill()
@@ -235,11 +268,17 @@ def main(argv: list[str] | None = None) -> None:
 
     agree = sum(o.correct == m for o, m in zip(ours, mv))
     reasons = Counter(o.reason for o in ours)
-    worst = max(o.seconds for o in ours)
-    print(f"grader {GRADER_VERSION}; pairs {len(pairs)}")
-    print(f"ours_pairs_per_s {len(pairs) / t_ours:.1f} ({t_ours:.2f}s); reasons {dict(reasons)}")
-    print(f"math_verify_pairs_per_s {len(pairs) / t_mv:.1f} ({t_mv:.2f}s); correct {sum(mv)}")
+    t_ours, t_mv = sum(r[0] for r in rounds), sum(r[1] for r in rounds)
+    n_all = len(pairs) * len(rounds)
+    ratios = sorted(m / o for o, m in rounds)
+    mid = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2
+    print(f"grader {GRADER_VERSION}; pairs {len(pairs)}; rounds {len(rounds)}")
+    print(f"ours_pairs_per_s {n_all / t_ours:.1f} ({t_ours:.2f}s); reasons {dict(reasons)}")
+    print(f"math_verify_pairs_per_s {n_all / t_mv:.1f} ({t_mv:.2f}s); correct {sum(mv)}")
     print(f"throughput_ratio_vs_math_verify {t_mv / t_ours:.2f}")
+    if len(rounds) > 1:
+        print(f"ratio_per_round median {mid:.2f} (min {ratios[0]:.2f}, max {ratios[-1]:.2f}): "
+              + " ".join(f"{m / o:.2f}" for o, m in rounds))
     ours_only = sum(o.correct and not m for o, m in zip(ours, mv))
     mv_only = sum(m and not o.correct for o, m in zip(ours, mv))
     print(f"agreement {agree}/{len(pairs)}; ours-only correct {ours_only}; "
@@ -256,8 +295,13 @@ def main(argv: list[str] | None = None) -> None:
     for d, (n, t_o, t_m) in sorted(per_ds.items()):
         print(f"  {d:<6} pairs {int(n):>5}  ours {n / t_o:8.1f}/s  "
               f"math_verify {n / t_m:6.1f}/s  ratio {t_m / t_o:6.2f}")
+    worst = max(w for w, _ in walls)
+    over = sorted(w - args.timeout for w, reason in walls if reason == "timeout")
     print(f"worst_case_latency_s {worst:.3f}; timeout {args.timeout} s; over budget "
-          f"{sum(o.seconds > args.timeout for o in ours)}")
+          f"{sum(w > args.timeout for w, _ in walls)} of {len(walls)} verdicts (wall clock around grade())")
+    if over:
+        print(f"timeouts {len(over)}: wall clock minus budget min {over[0]:+.3f} s, "
+              f"median {(over[(len(over) - 1) // 2] + over[len(over) // 2]) / 2:+.3f} s, max {over[-1]:+.3f} s")
     if args.cases is not None:
         case_accuracy(args.cases, args.timeout)
 

@@ -106,8 +106,9 @@ Equivalence conventions
   ``aime`` answers must be integers 0-999 (leading zeros allowed).
 * **Limits**: inputs longer than 2000 characters or nested deeper than 60 brackets are
   ``parse_error``; every sympy check runs in a worker subprocess that stops itself (an interval timer) a
-  little before ``timeout_s`` and answers ``timeout``, and is killed at ``timeout_s`` when it does not, which
-  works off the main thread and inside daemonic worker processes: a timeout costs its budget, not a restart.  The
+  little before ``timeout_s`` and answers ``timeout``, and is killed just before ``timeout_s`` (counted from the
+  call) when it does not, which works off the main thread and inside daemonic worker processes: a timeout costs at
+  most its budget, not a restart.  The
   worker (a plain ``subprocess``, ``python -m evaluation.grading.worker``, 4 GiB address-space limit) starts
   on first use and takes about 3 s to import sympy and warm its parser; that start-up is not counted against
   ``timeout_s``.  A killed worker is replaced in the background.  Workers are per process
@@ -192,6 +193,16 @@ Changelog
   after an answer phrase is 8; a self-correction ("nein, ... 5.040") reads what follows it; a closing question
   offering another value ("maybe it's 9?") leaves an answer phrase uncommitted (``no_answer``).  The percent
   convention is unchanged: ``0.25\\%`` names the gold 0.25 (= 1/4) as ``25\\%`` names 25.
+* ``creditbench-grader/12`` (2026-12-06, issue 38, session 13's leftovers): a count in words with an "or more/less/
+  fewer" bound states the count, as a numeral does ("that is sixty thousand or more widgets"; ``$60000$ or more``), and
+  is read whole; a count in words after a stating verb that closes a sentence is its last statement, after a math span
+  too, and when it states nothing ("sixty thousand more", "sixty or seventy thousand") no earlier value is read in its
+  place; a value questioned after an answer phrase and confirmed ("12? Yes.") is the answer, and one retracted
+  without another ("12? No.") is ``no_answer``; a closing praise line stating a value ("Great job! The class
+  collected 96 cans.") is the last statement even after a line stating another value.  Timeouts: the budget
+  counts from the call to :func:`grade` (extraction included), and a worker killed at it is reaped and replaced in
+  the background, and the kill comes min(50 ms, 10 %) before the budget, so a timeout whose worker missed its own stop
+  no longer runs 10-50 ms past its budget on a loaded machine.
 """
 
 from __future__ import annotations
@@ -209,7 +220,7 @@ from evaluation.grading.extract import answer_start, extract_answer, prepare_gol
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/11"
+GRADER_VERSION = "creditbench-grader/12"
 
 log = logging.getLogger(__name__)
 
@@ -255,8 +266,8 @@ def grade(response: str, gold: str, *, dataset: str | None = None, timeout_s: fl
     except (ValueError, TypeError, RecursionError, MemoryError, OverflowError, ZeroDivisionError):
         log.warning("grader fast path failed on %r / %r", response[-200:], gold, exc_info=True)
         return Verdict(False, extracted, "parse_error", time.perf_counter() - t0)
-    if reason is None:
-        reason = slow_in_worker(pred, g, dataset, timeout_s)
+    if reason is None:  # the budget counts from the call: extraction and the fast path spent part of it
+        reason = slow_in_worker(pred, g, dataset, timeout_s - (time.perf_counter() - t0))
     return Verdict(reason == "correct", extracted, reason, time.perf_counter() - t0)
 
 

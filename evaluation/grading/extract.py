@@ -24,6 +24,7 @@ from evaluation.grading.prose import (
     span_stated,
     value_stated,
 )
+from evaluation.grading.words import count_in_words, last_count_in_words
 
 MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
@@ -95,23 +96,6 @@ _STRUCT_ONE = (r"\\begin\{[a-zA-Z]*matrix\}.*?\\end\{[a-zA-Z]*matrix\}|\\begin\{
 _STRUCT = rf"(?:{_STRUCT_ONE})(?:\s*\\cup\s*(?:{_STRUCT_ONE}))*"
 _CLOSING_STRUCT_RE = re.compile(rf"(?:^|[\s:])({_STRUCT})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 _STRUCT_LEAD_RE = re.compile(r"(?i)(?:\bis|\bare|=|\bequals?|:|\bist|\best|\bes|是)\s*$")
-# a count in words after a stating verb: "Therefore there are twenty-one marbles."
-_UNITS_W = r"one|two|three|four|five|six|seven|eight|nine"
-_WORD_NUM = (rf"(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])"
-             rf"|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS_W}))?"
-             rf"|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|zero|{_UNITS_W}"
-             r"|a\s+dozen)(?:\s+(?:hundred|thousand|million)(?:\s+(?:and\s+)?(?:[a-z]+ty(?:-[a-z]+)?|[a-z]+teen|ten|eleven|twelve"
-             rf"|{_UNITS_W})(?![a-z]))?)?")
-_CLOSING_WORD_NUM_RE = re.compile(
-    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bbe|\bbeen|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
-    rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b(?!\s+(?:or|to)\s)(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
-    rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
-_WORDS_LAST_RE = re.compile(rf"(?i)\b(?:is|are|was|were|equals?|be|been|makes?|totals?)\s+(?!one\b|a\b)({_WORD_NUM})\b"
-                            r"(?!.*\b(?:more|less|fewer|than|times|or|and)\b)(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,6}\s*[.!]?\s*$")
-# "He runs thirty miles in total.": a subject, any verb, then a count in words
-_SUBJECT_WORD_NUM_RE = re.compile(
-    rf"(?i)^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?:he|she|it|we|they|you|I|[A-Z][a-z]+)"
-    rf"\s+[a-z]+\s+(?:exactly\s+|only\s+)?\b({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 # a clause restating the value in words ("..., i.e. the price rose by 20%."), not a value in another unit
 # ("30°, i.e. \frac{\pi}{6}", kept as the first)
 _RESTATED_RE = re.compile(r"(?i),?\s+(?:i\.e\.|that\s+is),?\s+((?=(?:[^$\\]*?[a-z]{2,}\b){2})[^$\\]*?)\s*[.!]?\s*$")
@@ -122,6 +106,10 @@ _CLOSING_LIST_RE = re.compile(
 _HEDGE_WORD_RE = re.compile(r"(?i)^(?:approximately|approx\.|about|around|roughly|exactly|precisely|probably|likely|"
                             r"most\s+likely|surely|certainly|definitely|clearly|≈|~)\s+")  # "probably 8": 8, committed
 _HEDGE_RE = re.compile(r"(?i)\b(?:or|maybe|possibly|perhaps|not\s+sure|unsure)\b[^.]*?\d")
+# a reply to a value questioned after an answer phrase, with no value of its own: "12? Yes, that checks out."
+_CONFIRMED_RE = re.compile(r"(?i)(?:yes|yep|yeah|yup|correct|right|indeed|exactly|confirmed|that'?s\s+(?:right|correct)"
+                           r")\b[^\d$\\?]*$")
+_DENIED_RE = re.compile(r"(?i)(?:no|nope|wrong|not\s+quite)\b[^\d$\\?]*$")
 _SPAN_JOIN_RE = re.compile(r"\s*(?:,|,?\s*\b(?:and|or)\b)\s*")
 _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[.!]?\s*$"
                                 r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
@@ -182,6 +170,10 @@ def _phrase_tail(tail: str) -> str | None:
     asked = re.match(r"[^?\d]*\d[^?]*\?\s+(?=\S)", t)  # "3.5 dollars? No units; it's $\frac{7}{2}$.": a value
     if asked and (later := _closing_statement(t[asked.end() :])):  # questioned, then stated again: the later one
         return later
+    if asked and _CONFIRMED_RE.match(t, asked.end()):  # "12? Yes.": the questioned value, confirmed
+        t = t[: asked.end()].rstrip()[:-1]
+    elif asked and _DENIED_RE.match(t, asked.end()):  # "12? No.": retracted, and nothing stated in its place
+        return None
     t = re.split(r"(?<!\.)\.(?!\.)\s|(?<!\.)\.$|(?i:\bI hope\b)", t, maxsplit=1)[0]
     t = _clause_cut(t, _PHRASE_CLAUSE_RE)
     t = _HEDGE_WORD_RE.sub("", t.strip())  # "approximately 3.14": the value, compared as stated
@@ -292,6 +284,14 @@ def _stated_after(tail: str) -> str | None:
     return tex.group(1).strip() if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) else None
 
 
+def _words_last(sentence: str) -> str | None:
+    """:func:`last_count_in_words` when no numeral or math span follows the count, else None."""
+    found = last_count_in_words(sentence)
+    if found is None or _NUM_RE.search(sentence, found[0]) or _MATH_SPAN_RE.search(sentence, found[0]):
+        return None
+    return found[1]
+
+
 def _closing_statement(text: str) -> str | None:
     """The value a response states in its closing line when it has no box and no "answer is" phrase."""
     tail = text.rstrip()
@@ -326,6 +326,8 @@ def _closing_statement(text: str) -> str | None:
         return stated
     sentence = money_signs_dropped(_clause_cut(sentence, _REASON_CLAUSE_RE))
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN_RE.finditer(sentence)]
+    if spans and (last := _words_last(sentence)) is not None:  # "$... = 15000$, so ... that is sixty thousand."
+        return last or None
     if spans:
         rest = _MATH_SPAN_RE.sub(" ", sentence)
         if len(spans) == 1 and not _NUM_RE.search(rest):
@@ -362,10 +364,13 @@ def _closing_statement(text: str) -> str | None:
     if tex and _TEX_CONSTRUCT_RE.search(tex.group(1)) and not _NUM_RE.search(sentence[: tex.start(1)]):
         return tex.group(1).strip()
     nums = _NUM_RE.findall(sentence)
-    words = (_CLOSING_WORD_NUM_RE.search(sentence) or _SUBJECT_WORD_NUM_RE.search(sentence)) if not nums else (
-        _WORDS_LAST_RE.search(sentence))  # "... 15000, and in four weeks that is sixty thousand widgets."
+    if nums:  # "... 15000, and in four weeks that is sixty thousand widgets."
+        last = _words_last(sentence)
+        if last is not None:
+            return last or None
+    words = None if nums else count_in_words(sentence)
     if words:
-        return next(g for g in words.groups() if g).strip()
+        return words
     if len(nums) == 1:
         return nums[0].strip()
     m = _CLOSING_SO_RE.search(sentence)
@@ -472,9 +477,10 @@ def _extract_final(text: str, dataset: str | None) -> tuple[str | None, int]:
     head = _aside_cut(blanked)
     answer = _closing_statement(_ECHO_BOX_RE.sub("", text[: len(head)]))
     start = head.rstrip().rfind("\n") + 1
-    if answer is None and (k := praise_cut(head[start:])):  # "Great job! The class collected 96 cans.": its rest
-        head = head[:start] + " " * k + head[start + k :]
-        answer = _closing_statement(_ECHO_BOX_RE.sub("", text[:start] + " " * k + text[start + k : len(head)]))
+    if k := praise_cut(head[start:]):  # "Great job! The class collected 96 cans.": its rest, the last statement
+        praised = _closing_statement(_ECHO_BOX_RE.sub("", text[:start] + " " * k + text[start + k : len(head)]))
+        if praised is not None or answer is None:
+            answer, head = praised, head[:start] + " " * k + head[start + k :]
     return answer, _closing_start(head)
 
 

@@ -78,8 +78,10 @@ def continental(sentence: str) -> str:
 
 # "..., so there are $2\,048$ subsets.": a stating verb, the sentence's last math span, then only its noun
 _SPAN_LEAD_RE = re.compile(r"(?i)\b(?:is|are|was|were|equals?|gives?|makes?|has|have|gets?|totals?)\s*$")
-_SPAN_NOUN_RE = re.compile(r"(?i)\s+(?!.*\b(?:or|and|maybe|possibly|perhaps|but|not|than|if|unless|times)\b)"
-                           r"[a-z][a-z'\-]*(?:\s+[a-z][a-z'\-]*){0,5}\s*[.!]?\s*")
+_NOUN = (r"\s+(?!.*\b(?:or|and|maybe|possibly|perhaps|but|not|than|if|unless|times)\b)"
+         r"[a-z][a-z'\-]*(?:\s+[a-z][a-z'\-]*){0,5}")
+# "that is $60000$ or more widgets": a bound right after the value states it, as "60000 or more" does
+_SPAN_NOUN_RE = re.compile(rf"(?i)(?:\s+or\s+(?:more|less|fewer)\b(?:{_NOUN})?|{_NOUN})\s*[.!]?\s*")
 
 
 def span_stated(sentence: str, span: re.Match[str]) -> bool:

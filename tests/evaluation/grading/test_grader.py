@@ -590,6 +590,23 @@ def test_a_timeout_keeps_its_worker() -> None:
     assert grade(B % "\\sqrt{8}", "2\\sqrt{2}", timeout_s=10.0).correct  # and it still answers
 
 
+def test_a_stuck_worker_costs_the_budget_and_is_replaced() -> None:
+    """A worker that cannot stop itself (here stopped with SIGSTOP, as a long C call or a starved process would be)
+    is killed at the budget, counted from the call; the verdict does not wait for its exit or its replacement."""
+    import os
+    import signal
+
+    from evaluation.grading import pool
+
+    assert grade(B % "(x+1)^2", "x^2+2x+1", timeout_s=60.0).correct  # a started, idle worker
+    stuck = pool._POOL.idle[-1]
+    os.kill(stuck.proc.pid, signal.SIGSTOP)
+    v = grade(B % "(x+2)^2", "x^2+4x+4", timeout_s=1.0)
+    assert v.reason == "timeout" and 0.85 < v.seconds < 1.0, v  # killed 50 ms before the budget
+    assert stuck.proc.wait(timeout=10) == -signal.SIGKILL
+    assert grade(B % "\\sqrt{8}", "2\\sqrt{2}", timeout_s=60.0).correct  # a replacement answers
+
+
 def test_grade_inside_thread_pool() -> None:
     jobs = [(B % "\\sqrt{8}", "2\\sqrt{2}", True), (B % "9^{9^{9^9}}", "5", False),
             (B % "(x+1)^2", "x^2+2x+1", True), (B % "12", "13", False)]
