@@ -1,4 +1,5 @@
-"""Training prompts for real recipes: the DAG's ``train.jsonl`` (``id, prompt, answer``) from ``train_data``.
+"""Training prompts for real recipes: the DAG's ``train.jsonl`` (``id, prompt, answer``; reasoning-gym rows also
+``task, entry``) from ``train_data``.
 
     python -m training.prepare_data --config CFG --train T.jsonl --heldout H.jsonl --manifest M.json
 
@@ -31,6 +32,9 @@ from common.config import Config, TrainDataConfig, load_config
 from common.io import sha256_file, write_json_atomic, write_jsonl_atomic
 
 PLAIN = "plain"
+TASK_KEYS = ("task", "entry")
+"""Kept in ``train.jsonl`` for reasoning-gym rows: the generator's task and metadata (``entry``: e.g. chain_sum's
+``expression``), from which ``training.studies.real_labels`` labels token importance exactly."""
 
 
 def gsm8k_final(answer: str) -> str:
@@ -81,8 +85,8 @@ def reasoning_gym_problems(td: TrainDataConfig) -> tuple[list[Any], dict[str, An
     if text := sorted({r["task"] for r in rows if not is_number(r["answer"])}):
         raise ValueError(f"config key 'train_data/tasks': {text} have text answers; the RL reward is the answer "
                          "checker (numbers): train on numeric tasks, evaluate text tasks (their verifier grades them)")
-    problems = [Problem(id=r["id"], question=r["question"], answer=r["answer"], meta={"task": r["task"]})
-                for r in rows]
+    problems = [Problem(id=r["id"], question=r["question"], answer=r["answer"],
+                        meta={"task": r["task"], "entry": r["entry"]}) for r in rows]
     prov = {"dataset": "reasoning_gym", "reasoning_gym": RG_VERSION, "heldout_excluded": sorted(RG_SETS),
             "distinct_questions": len({r["question"] for r in rows})}
     return (problems[: td.limit] if td.limit else problems), prov
@@ -118,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg = load_config(args.config)
     problems, prov = load_problems(cfg.train_data, data_dir=cfg.data.benchmarks_dir)
     render = prompt_renderer(cfg)
-    rows = [{"id": p.id, "prompt": render(p), "answer": p.answer} for p in problems]
+    rows = [{"id": p.id, "prompt": render(p), "answer": p.answer, **{k: p.meta[k] for k in TASK_KEYS if k in p.meta}}
+            for p in problems]
     write_jsonl_atomic(args.train, rows)
     write_jsonl_atomic(args.heldout, [])
     write_json_atomic(args.manifest, {

@@ -63,6 +63,10 @@ def test_training_draws_are_disjoint_from_every_heldout_set_and_repeat(tmp_path)
     # 2x1 has 200 distinct problems, 64 of them held out: a draw of 400 would meet them without the exclusion
     assert len(rows) == 400 and not any(r["prompt"].split("Question: ")[1].split("\nAnswer:")[0] in heldout
                                         for r in rows)
+    # each row keeps its task and generator metadata: real_credit's exact labels read the chain from them
+    assert {r["task"] for r in rows} == {"chain_sum"}
+    assert {len(r["entry"]["expression"].split()) for r in rows} == {3, 5}  # 2 and 3 terms
+    assert all(r["entry"]["expression"] in r["prompt"] for r in rows)
     manifest = json.loads((tmp_path / "a.json").read_text())
     assert manifest["train_data"]["reasoning_gym"] == "0.1.25"
     assert set(manifest["train_data"]["heldout_excluded"]) == set(RG_SETS)

@@ -69,6 +69,15 @@ def test_real_cpu_smoke_runs_the_whole_dag_to_every_table_and_figure(tmp_path):
     for name in ("sft", "dapo_seed0_step2"):  # rule real_credit (issue 34): lambda~ by class, CF, MC fidelity
         real = json.loads((out / "analysis" / "real_text" / name / "summary.json").read_text())
         assert real["n_responses"] == 4 and [r["preset"] for r in real["fidelity"]][:3] == ["dapo", "delta", "cf"]
+        # against exact labels (chain_sum): every preset, the uniform rows exactly at chance, the tasks named
+        labels = real["labels"]
+        assert [r["preset"] for r in labels["table"]] == ["grpo", "dapo", "delta", "cf", "delta_random", "cf_random"]
+        assert labels["tasks"] == {"chain_sum": 4} and labels["n_labelled"] == 4
+        for r in labels["table"][:2]:
+            assert r["rho"] in (None, 0.0) and r["overlap"] == pytest.approx(r["chance_overlap"])
+            assert r["decisive_share"] == pytest.approx(r["chance_decisive_share"])
+        assert (out / "analysis" / "real_text" / name / "credit_fidelity_labels.md").read_text().startswith(
+            f"**{name}: 4 responses")
 
 
 def test_trl_cpu2_overlay_launches_two_gloo_processes_from_the_rule(tmp_path):

@@ -28,7 +28,6 @@ from typing import Callable
 
 import torch
 from torch import Tensor
-from transformers.cache_utils import DynamicCache, DynamicLayer
 
 # (prompt_ids [n,P], prompt_mask [n,P], response_ids [n,R], response_mask [n,R]) -> logp [n,R]
 FullLogProbFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
@@ -91,8 +90,17 @@ def _cache_kwarg(model: torch.nn.Module) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
+def _dynamic_cache():
+    """transformers' ``DynamicCache`` and ``DynamicLayer``, imported on use: the workflow's DAG parse imports the
+    presets (and so this module) but never runs a model, and transformers is ~0.5 CPU-s of its start-up."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    return DynamicCache, DynamicLayer
+
+
 def _plain_cache(cache: object) -> bool:
-    return isinstance(cache, DynamicCache) and all(type(layer) is DynamicLayer for layer in cache.layers)
+    dynamic_cache, dynamic_layer = _dynamic_cache()
+    return isinstance(cache, dynamic_cache) and all(type(layer) is dynamic_layer for layer in cache.layers)
 
 
 Layers = list[tuple[Tensor, Tensor]]  # per decoder layer: keys, values [n, kv_heads, T, head_dim]
@@ -123,7 +131,7 @@ def _run(model: torch.nn.Module, ids: Tensor, attention: Tensor, start: int, pas
     [0, T-1)."""
     kwargs = {}
     if past is not None and start > 0:
-        kwargs[_cache_kwarg(model)] = DynamicCache(ddp_cache_data=past)
+        kwargs[_cache_kwarg(model)] = _dynamic_cache()[0](ddp_cache_data=past)
     if keep_last > 0:
         kwargs["logits_to_keep"] = keep_last
     res = model(input_ids=ids[:, start:-1], attention_mask=attention[:, :-1],
@@ -337,7 +345,7 @@ def _score_windowed(model: torch.nn.Module, ids: Tensor, attention: Tensor, leng
                 q_ids[j, :q] = ids[i, r : r + q]
                 q_pos[j, :q] = position_ids(attention[i : i + 1, : r + q])[0, r:]
             res = model(input_ids=q_ids, attention_mask=mask, position_ids=q_pos, use_cache=False,
-                        **{_cache_kwarg(model): DynamicCache(ddp_cache_data=layers)})
+                        **{_cache_kwarg(model): _dynamic_cache()[0](ddp_cache_data=layers)})
             WORK.update(forwards=1, query_tokens=q_ids.numel(), logit_tokens=q_ids.numel())
             for j, i in enumerate(sel):
                 r, q = reads[i], lengths[i] - reads[i]

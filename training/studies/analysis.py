@@ -311,10 +311,11 @@ class BatchCredit:
 
 
 def analyse_batch(model: Any, tokenizer: Any, ro: Rollout, cfg: Config, *, delta_preset: Preset,
-                  cf_preset: Preset, generator: torch.Generator) -> BatchCredit:
-    """DelTA λ~ and CF weights + span records of one rollout batch (the loop's phases 3-4)."""
+                  cf_preset: Preset, generator: torch.Generator, old: Any = None) -> BatchCredit:
+    """DelTA λ~ and CF weights + span records of one rollout batch (the loop's phases 3-4); ``old``: phase 3's
+    forward with hidden states and keys/values when the caller has it."""
     micro = cfg.rl.micro_batch_size
-    old = old_forward(model, ro, micro, needs=frozenset({"hidden", "kv"}))
+    old = old if old is not None else old_forward(model, ro, micro, needs=frozenset({"hidden", "kv"}))
     old_logp, hidden = old.old_logp, old.hidden
     _, d_adv, d_mask = shape_rewards(delta_preset, ro, cfg.rl.max_new_tokens)
     with torch.no_grad():

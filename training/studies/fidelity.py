@@ -174,3 +174,15 @@ def summarise(records: Sequence[ResponseFidelity], *, n_boot: int, seed: int) ->
     row["seeds"] = sorted({r.seed for r in records})
     return row
 
+
+
+def chance_levels(records: Sequence[ResponseFidelity], fraction: float = TOP_FRACTION) -> dict[str, float | None]:
+    """What credit uniform within each response scores against a binary importance (|g| in {0, 1}, as exact
+    labels are): the top overlap max(k, |D|) / L (:func:`top_overlap`) averaged over the responses whose
+    overlap is defined (0 < |D| < L), and the decisive share with the records' own per-response credit mass
+    spread evenly over their tokens. A method above these puts its credit on the decisive tokens."""
+    ovs = [max(1, math.ceil(fraction * r.n_tokens - 1e-9), r.n_decisive) / r.n_tokens
+           for r in records if 0 < r.n_decisive < r.n_tokens]
+    mass = sum(r.mass_total for r in records)
+    share = sum(r.mass_total * r.n_decisive / r.n_tokens for r in records if r.n_tokens) / mass if mass > 0 else None
+    return {"overlap": float(np.mean(ovs)) if ovs else None, "decisive_share": share}

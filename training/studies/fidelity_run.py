@@ -38,6 +38,7 @@ from training.credit.cf import token_pieces
 from training.credit.gradsnr import effective_credit
 from training.critic import checkpoint_critic
 from training.phases import (
+    OldForward,
     Rollout,
     grade_rollout,
     loop_credit_batch,
@@ -59,12 +60,15 @@ RewardFn = Callable[..., float]
 
 
 def preset_credit(model: Any, tokenizer: Any, ro: Rollout, preset: Preset, cfg: Config,
-                  generator_seed: int, critic: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  generator_seed: int, critic: Any = None,
+                  old: OldForward | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(advantages [B], loss mask [B, R], effective credit [B, R]) of ``preset`` on ``ro``: phases 2b-4, with the
-    loss's own advantage (token-level for OTB / KTAE, ``training.rl.token_advantages``)."""
+    loss's own advantage (token-level for OTB / KTAE, ``training.rl.token_advantages``). ``old``: phase 3's
+    forward of ``ro`` computed once for several presets (holding every one's needs); None: its own."""
     micro, max_len = cfg.rl.micro_batch_size, cfg.rl.max_new_tokens
     rewards, adv, mask = shape_rewards(preset, ro, max_len)
-    old = with_values(old_forward(model, ro, micro, needs=preset.needs), critic)  # PPO-critic's V
+    old = old if old is not None else old_forward(model, ro, micro, needs=preset.needs)
+    old = with_values(old, critic)  # PPO-critic's V
     batch = loop_credit_batch(model, ro, old, tokenizer, micro, advantages=adv, loss_mask=mask, rewards=rewards,
                               generator=torch.Generator().manual_seed(generator_seed))  # random controls
     with torch.no_grad():

@@ -29,8 +29,21 @@ OUT = CFG.output_dir
 CONFIG_FILE = resolved_config_path(CFG.raw)
 
 
+def event_driven_local_scheduling(wf) -> None:
+    """Local runs schedule on job events only. Snakemake's job rate limiter (--max-jobs-per-timespan, default
+    100/1s, for cluster submission) re-arms a 1 s re-scheduling timer on every pass while jobs wait, so the
+    timers pile up (one more per finished job) and each pass re-evaluates every waiting job: in the default DAG
+    Snakemake's own process spent more CPU than the 37 curve scorings (results/MEASUREMENTS.md, session 14).
+    Local execution has nothing to rate-limit (a finishing job wakes the scheduler), so it is off there; the
+    executors (SLURM) keep it. Scheduling only: no output depends on it."""
+    scheduler = getattr(wf, "scheduler", None)
+    if wf.local_exec and getattr(scheduler, "job_rate_limiter", None) is not None:
+        scheduler.job_rate_limiter = None
+
+
 onstart:
     write_resolved_config(CFG.raw)
+    event_driven_local_scheduling(workflow)
 
 
 def config_digest(rule: str) -> str:

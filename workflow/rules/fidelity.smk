@@ -4,7 +4,8 @@
 # copies the tables and figure into tables/ and figures/ (its directory outputs).
 # On real text with the CPU-size real model (issue 34, rule real_credit, training.studies.real_credit): DelTA's
 # lambda~ by real-text token class, CF's spans and drops, and every preset's credit against Monte-Carlo
-# importance, on the start model and the baseline's final checkpoint (first seed), in analysis/real_text/.
+# importance and against exact labels where the task defines them (chain_sum), on the start model and the
+# baseline's final checkpoint (first seed), in analysis/real_text/.
 from training.presets import get_preset  # noqa: E402
 
 FIDELITY_DIR = f"{OUT}/fidelity"
@@ -42,7 +43,8 @@ def real_credit_runs() -> list[tuple[str, str]]:
 
 REAL_CREDIT_RUNS = real_credit_runs()
 REAL_CREDIT_FILES = ("delta_lambda_by_class.md", "delta_lambda_by_class.csv", "cf_real_text.md",
-                     "credit_fidelity_mc.md", "credit_fidelity_mc.csv", "mc_records.jsonl", "summary.json")
+                     "credit_fidelity_mc.md", "credit_fidelity_mc.csv", "mc_records.jsonl",
+                     "credit_fidelity_labels.md", "credit_fidelity_labels.csv", "label_records.jsonl", "summary.json")
 
 
 def fidelity_outputs() -> list[str]:

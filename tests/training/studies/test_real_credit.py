@@ -92,5 +92,14 @@ def test_real_credit_command_on_smollm2_reasoning_gym(smollm2, tmp_path):
     dapo = s["fidelity"][0]
     if dapo["n_rho"]:
         assert dapo["rho"] == 0.0  # uniform credit has no ranking: rho 0 by definition
-    for name in ("delta_lambda_by_class.md", "cf_real_text.md", "credit_fidelity_mc.md"):
+    lab = s["labels"]  # exact labels: every response is chain_sum, so all 16 are labelled
+    assert lab["n_labelled"] == 16 == lab["n_right"] + lab["n_wrong"] and lab["tasks"] == {"chain_sum": 16}
+    assert [r["preset"] for r in lab["table"]] == ["grpo", "dapo", "delta", "cf", "delta_random", "cf_random"]
+    for r in lab["table"][:2]:  # the uniform controls sit exactly at chance
+        assert r["rho"] in (None, 0.0) and r["overlap"] == pytest.approx(r["chance_overlap"])
+        assert r["decisive_share"] == pytest.approx(r["chance_decisive_share"])
+    records = [json.loads(line) for line in (out / "label_records.jsonl").open()]
+    assert sum("labels" in r for r in records) == 16
+    assert all(len(r["labels"]) == len(r["tokens"]) for r in records if "labels" in r)
+    for name in ("delta_lambda_by_class.md", "cf_real_text.md", "credit_fidelity_mc.md", "credit_fidelity_labels.md"):
         assert (out / name).read_text().startswith("**sft: 16 responses")
