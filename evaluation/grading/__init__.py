@@ -203,6 +203,14 @@ Changelog
   counts from the call to :func:`grade` (extraction included), and a worker killed at it is reaped and replaced in
   the background, and the kill comes min(50 ms, 10 %) before the budget, so a timeout whose worker missed its own stop
   no longer runs 10-50 ms past its budget on a loaded machine.
+* ``creditbench-grader/13`` (2026-12-06, issue 38, from the five misses of blind set H): an emoticon standing alone
+  (``:)``, ``;-)``, ``:D``) is a tone, never part of a value ("The answer is 31 :)"); a function applied at a number
+  on the left (``f(g(2)) = 24``, ``h(-1) = 7``) names the value asked for, so the right side is stated (``f(x) =``
+  stays a label); a count 0-20 or a ten in Spanish, French or German after that language's answer phrase ("La
+  respuesta es quince.", only there); a count in words after a colon closes a sentence ("...: ten."); a closing
+  sentence about the problem ("This problem is a great example of ...") with no value, no number word and no
+  negation of its own is a remark, like a pleasantry; an "or more/less/fewer" bound after the value's noun states the
+  value as one right after it does ("$2\\,048$ subsets or more", "sixty thousand widgets or more").
 """
 
 from __future__ import annotations
@@ -220,7 +228,7 @@ from evaluation.grading.extract import answer_start, extract_answer, prepare_gol
 from evaluation.grading.normalize import MAX_LEN, drop_named_sum, drop_restated_side
 from evaluation.grading.pool import slow_in_worker
 
-GRADER_VERSION = "creditbench-grader/12"
+GRADER_VERSION = "creditbench-grader/13"
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,9 @@ from functools import lru_cache
 from evaluation.grading.boxes import boxed_spans, is_echo
 from evaluation.grading.prose import (
     DOUBT_RE,
-    PRAISE,
+    EMOTICON_RE,
+    PRAISE_OR_REMARK,
+    applied_at_number,
     cjk_spaced,
     combined_value,
     condition_cut,
@@ -24,7 +26,7 @@ from evaluation.grading.prose import (
     span_stated,
     value_stated,
 )
-from evaluation.grading.words import count_in_words, last_count_in_words
+from evaluation.grading.words import count_in_words, foreign_count, last_count_in_words
 
 MAX_RESPONSE = 20_000
 """Characters searched, counted back from the end of the final turn."""
@@ -115,7 +117,7 @@ _CLOSING_CHOICE_RE = re.compile(r"\b(?i:is|option|choice)\s*:?\s*(\([A-E]\))\s*[
                                 r"|\b(?i:option|choice)\b(?:\s+(?i:is))?\s*:?\s*([A-E])\s*[.!]?\s*$|^\(?([A-E])\)?\.?$")
 _ECHO_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{\s*(?:\\text\{)?\s*(?:your |the |final )*(?:answer)?\s*\}?\s*\}")
 _PLEASANTRY_RE = re.compile(
-    rf"(?i)^\W*{PRAISE}"  # praise, numbers or not (read only when nothing before it states a value)
+    rf"(?i){PRAISE_OR_REMARK}"  # praise, numbers or not (read only when nothing before it states a value); a remark
     r"|^(?=[^\d$\\]{0,80}$).*\b(?:hope|helps?|thanks?|thank you|glad|let me know|good luck|enjoy|cheers)\b"
     r"|^\W*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*:?\W*$"  # an answer label left empty
     r"|^\W*(?:so,?\s+)?(?:this|that)\s+is\s+(?:the|our|my)\s+(?:final\s+)?answer\W*$"  # "This is the answer."
@@ -209,10 +211,10 @@ def _final_turn(text: str) -> tuple[str, int]:
 
 
 def _rhs(expr: str) -> str:
-    """``3 + 4 = 7`` -> ``7``; ``x = 3 + 4 = 7`` -> ``7``; a single ``x = 5`` is kept (a label)."""
+    """``3 + 4 = 7``, ``x = 3 + 4 = 7``, ``f(g(2)) = 7`` -> ``7``; a single ``x = 5`` is kept (a label)."""
     parts = expr.split("=")
     named = [bool(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p))) for p in parts]
-    if len(parts) > 2 or (len(parts) == 2 and not named[0] and not named[1]):  # 10 = x + y: an equation
+    if len(parts) > 2 or (len(parts) == 2 and (applied_at_number(parts[0]) or not any(named))):  # 10 = x + y
         return parts[-1].strip()
     return expr.strip()
 
@@ -368,7 +370,7 @@ def _closing_statement(text: str) -> str | None:
         last = _words_last(sentence)
         if last is not None:
             return last or None
-    words = None if nums else count_in_words(sentence)
+    words = None if nums else count_in_words(sentence) or foreign_count(sentence)
     if words:
         return words
     if len(nums) == 1:
@@ -423,6 +425,7 @@ def _extract(response: str, dataset: str | None) -> tuple[str | None, int | None
     if after is None:
         return None, None
     text, cut = _final_turn(after)
+    text = EMOTICON_RE.sub(lambda m: " " * len(m.group()), text)  # "The answer is 31 :)": offsets kept
     base = len(response) - len(after) + cut  # the text after the last </think>, then the turn cut and the cap
     answer, pos = _extract_final(text, dataset)
     return (None, None) if answer is None else (answer, base + pos)

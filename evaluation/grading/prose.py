@@ -80,8 +80,12 @@ def continental(sentence: str) -> str:
 _SPAN_LEAD_RE = re.compile(r"(?i)\b(?:is|are|was|were|equals?|gives?|makes?|has|have|gets?|totals?)\s*$")
 _NOUN = (r"\s+(?!.*\b(?:or|and|maybe|possibly|perhaps|but|not|than|if|unless|times)\b)"
          r"[a-z][a-z'\-]*(?:\s+[a-z][a-z'\-]*){0,5}")
-# "that is $60000$ or more widgets": a bound right after the value states it, as "60000 or more" does
-_SPAN_NOUN_RE = re.compile(rf"(?i)(?:\s+or\s+(?:more|less|fewer)\b(?:{_NOUN})?|{_NOUN})\s*[.!]?\s*")
+# "that is $60000$ or more widgets", "$2\,048$ subsets or more": a bound right after the value or after its noun
+# states it, as "60000 or more" does ("or more than ..." compares: nothing stated)
+_BOUND = r"\s+or\s+(?:more|less|fewer)\b"
+_NOUN_BOUND = (r"(?:\s+(?!(?:or|and|maybe|possibly|perhaps|but|not|than|if|unless|times|more|less|fewer)\b)"
+               r"[a-z][a-z'\-]*){1,6}")
+_SPAN_NOUN_RE = re.compile(rf"(?i)(?:{_BOUND}(?:{_NOUN})?|{_NOUN}|{_NOUN_BOUND}{_BOUND})\s*[.!]?\s*")
 
 
 def span_stated(sentence: str, span: re.Match[str]) -> bool:
@@ -170,3 +174,24 @@ def combined_value(rest: str, boxed: list[str]) -> str | None:
         return None
     operands = sorted(re.findall(r"\d+(?:\.\d+)?", m.group(1)))
     return m.group(2) if operands == sorted(b.strip().lstrip("-") for b in boxed) else None
+
+
+# an emoticon standing alone (``:)``, ``;-)``, ``:D``, ``=)``): a tone, never part of a value
+EMOTICON_RE = re.compile(r"(?<=\s)[:;=]-?[)(DPp](?=\s|$)")
+_APPLIED_RE = re.compile(r"\s*((?:[a-zA-Z]\s*\(\s*)+)-?\d+(?:\.\d+)?\s*((?:\)\s*)+)")
+
+
+def applied_at_number(side: str) -> bool:
+    """``f(g(2))``, ``h(-1)``: a function applied at a number names the value asked for (so ``f(5) = 24`` states
+    24), unlike ``f(x)`` or ``x``, which label an unknown."""
+    m = _APPLIED_RE.fullmatch(side)
+    return bool(m) and m.group(1).count("(") == m.group(2).count(")")
+
+# "This problem is a great example of how multiplication helps us count things quickly!": a sentence about the
+# problem, closing the response after its statement, with no value of its own (no numeral, math or number word) and
+# no negation (a closing "This problem has no solution." is an answer)
+REMARK = (r"^(?=[^\d$\\]*$)(?!.*\b(?:no|not|never|none|nothing|cannot|can't|impossible|undefined|answer|solution|zero|"
+          r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|[a-z]+ty|hundred|thousand|million|"
+          r"half|twice|dozen)\b)\W*(?:this|that|these|such)\s+(?:problem|question|puzzle|exercise|example|kind\s+of|"
+          r"type\s+of|method|approach|strategy|shows|illustrates|demonstrates)\b")
+PRAISE_OR_REMARK = rf"^\W*{PRAISE}|{REMARK}"

@@ -15,9 +15,10 @@ _WORD_NUM = (rf"(?>(?:(?:a|one)\s+(?:half|third|quarter|fifth)(?![a-z])"
 # "sixty thousand or more widgets": a bound right after the count states it, as "60000 or more" does ("seven or
 # eight" is a hedge)
 _OR_MORE = r"(?:\s+or\s+(?:more|less|fewer)\b)?"
-# after a stating verb ("Therefore there are twenty-one marbles."), or opening the sentence ("So, twenty-four ...")
+# after a stating verb ("Therefore there are twenty-one marbles.") or a colon ("..., wait, the green ones: ten."), or
+# opening the sentence ("So, twenty-four ...")
 _CLOSING_WORD_NUM_RE = re.compile(
-    rf"(?i)(?:\bis|\bare|\bwas|\bwere|\bbe|\bbeen|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
+    rf"(?i)(?:(?<=\S):|\bis|\bare|\bwas|\bwere|\bbe|\bbeen|\bequals?|\bhas|\bhave|\bmakes?|\bgets?|\bneeds?|\btotal(?:s|\s+of)?|\bleft\s+with)\s+"
     rf"(?:exactly\s+|only\s+)?\b({_WORD_NUM})\b{_OR_MORE}(?!\s+(?:or|to)\s)(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$"
     rf"|^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?!one\s|a\s)({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 # "He runs thirty miles in total.": a subject, any verb, then a count in words
@@ -25,8 +26,10 @@ _SUBJECT_WORD_NUM_RE = re.compile(
     rf"(?i)^(?:(?:so|thus|therefore|hence|altogether|in\s+total)\s*,?\s+)?(?:he|she|it|we|they|you|I|[A-Z][a-z]+)"
     rf"\s+[a-z]+\s+(?:exactly\s+|only\s+)?\b({_WORD_NUM})\s+[a-zA-Z][a-zA-Z'\-]*(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}\s*[.!]?\s*$")
 _WORDS_VERB_RE = re.compile(rf"(?i)\b(?:is|are|was|were|equals?|be|been|makes?|totals?)\s+(?!one\b|a\b)({_WORD_NUM})\b")
-_WORDS_TAIL_RE = re.compile(rf"(?i){_OR_MORE}(?!.*\b(?:more|less|fewer|than|times|or|and)\b)"
-                            r"(?:\s+[a-zA-Z][a-zA-Z'\-]*){0,6}\s*[.!]?\s*$")
+_NOT_NOUN = r"(?:more|less|fewer|than|times|or|and)\b"
+# after the count: only its noun, with a bound before or after it ("sixty thousand widgets or more"), nothing compared
+_WORDS_TAIL_RE = re.compile(rf"(?i)(?:{_OR_MORE}(?!.*\b{_NOT_NOUN})(?:\s+[a-zA-Z][a-zA-Z'\-]*){{0,6}}"
+                            rf"|(?:\s+(?!{_NOT_NOUN})[a-zA-Z][a-zA-Z'\-]*){{1,6}}\s+or\s+(?:more|less|fewer))\s*[.!]?\s*$")
 
 
 def count_in_words(sentence: str) -> str | None:
@@ -47,3 +50,30 @@ def last_count_in_words(sentence: str) -> tuple[int, str] | None:
     if found is None:
         return None
     return found.end(), found.group(1).strip() if _WORDS_TAIL_RE.match(sentence, found.end()) else ""
+
+
+# counts 0-20 and the tens in Spanish, French and German, read only after that language's answer phrase
+_FOREIGN = {
+    r"la\s+respuesta\s+(?:final\s+)?es": "cero uno dos tres cuatro cinco seis siete ocho nueve diez once doce trece "
+    "catorce quince dieciséis diecisiete dieciocho diecinueve veinte treinta cuarenta cincuenta sesenta setenta "
+    "ochenta noventa",
+    r"la\s+réponse\s+(?:finale\s+)?est": "zéro un deux trois quatre cinq six sept huit neuf dix onze douze treize "
+    "quatorze quinze seize dix-sept dix-huit dix-neuf vingt trente quarante cinquante soixante soixante-dix "
+    "quatre-vingts quatre-vingt-dix",
+    r"die\s+(?:endgültige\s+)?antwort\s+(?:ist|lautet)": "null eins zwei drei vier fünf sechs sieben acht neun zehn "
+    "elf zwölf dreizehn vierzehn fünfzehn sechzehn siebzehn achtzehn neunzehn zwanzig dreißig vierzig fünfzig "
+    "sechzig siebzig achtzig neunzig",
+}
+_FOREIGN_VALUES = {phrase: {w: str(i if i <= 20 else 10 * (i - 18)) for i, w in enumerate(ws.split())}
+                   for phrase, ws in _FOREIGN.items()}
+_FOREIGN_RE = re.compile(rf"(?i)\b({'|'.join(_FOREIGN)})\s*:?\s*([^\W\d_]+(?:-[^\W\d_]+)*)\s*[.!]?\s*$")
+
+
+def foreign_count(sentence: str) -> str | None:
+    """"La respuesta es quince." -> ``15``: a count in Spanish, French or German closing that language's answer
+    phrase (only there, and only in its own language), as digits."""
+    m = _FOREIGN_RE.search(sentence)
+    if not m:
+        return None
+    phrase = next(p for p in _FOREIGN if re.fullmatch(p, m.group(1), re.IGNORECASE))
+    return _FOREIGN_VALUES[phrase].get(m.group(2).lower())

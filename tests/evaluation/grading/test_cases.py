@@ -19,6 +19,9 @@ after a multiple of pi, named left sides, trailing conditions, two values in a s
 number words, mixed numbers, hedge words, self-corrections, an uncommitted closing question), with near misses.
 ``issue38_s14.tsv``: session 13's leftovers (grader v12: counts in words with an "or more/less" bound or after a math
 span, a questioned value confirmed or retracted, a praise line stating the answer after another value), near misses.
+``issue38_s14_h.tsv``: blind set H's five misses as general rules (grader v13: emoticons, a function applied at a
+number, Spanish/French/German counts after their answer phrase, a count after a colon, a closing remark about the
+problem, a bound after the noun), with near misses that must stay wrong or unread.
 ``real_smollm2.tsv``: real SmolLM2-135M-Instruct generations (MATH-500 levels 1-2, GSM8K; sampled at temperature
 0.7 through ``evaluation.generation.hf``), each adjudicated by hand against its gold; ``why`` says what the response
 concludes.  The adjudication is accept or reject: ``correct`` rows are the ones a careful grader accepts, and a
@@ -130,7 +133,8 @@ def test_boxed_million_times_extracts_in_under_a_second() -> None:
 
 
 @pytest.mark.parametrize(("table", "least"), [("issue25.tsv", 60), ("issue38.tsv", 45), ("issue38_s12.tsv", 300),
-                                            ("issue38_s13.tsv", 20), ("issue38_g.tsv", 50), ("issue38_s14.tsv", 25)])
+                                            ("issue38_s13.tsv", 20), ("issue38_g.tsv", 50), ("issue38_s14.tsv", 25),
+                                            ("issue38_s14_h.tsv", 30)])
 def test_math_verify_column_is_math_verifys_own_verdict(table: str, least: int) -> None:
     """The ``math_verify`` column of issue25.tsv and issue38.tsv is what Math-Verify says now (never typed by
     hand)."""
