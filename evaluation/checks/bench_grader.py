@@ -28,6 +28,7 @@ import json
 import logging
 import random
 import re
+import statistics
 import time
 from collections import Counter
 from pathlib import Path
@@ -197,6 +198,17 @@ def case_accuracy(cases: Path, timeout_s: float) -> None:
     print(f"cases_throughput_ratio_vs_math_verify {t_m / t_o:.2f}")
 
 
+def _timed(check, pairs: list[tuple[str, str, str]]) -> tuple[list, float, list[float]]:
+    """``check`` on every pair: the results, the loop's wall time, and each call's (the bookkeeping happens after)."""
+    out, took = [], []
+    t0 = time.perf_counter()
+    for r, g, d in pairs:
+        t = time.perf_counter()
+        out.append(check(r, g, d))
+        took.append(time.perf_counter() - t)
+    return out, time.perf_counter() - t0, took
+
+
 def _warm() -> None:
     """Start our sympy worker, import Math-Verify, and load the parts of sympy that both import lazily (solvers,
     radicals, equations), outside the timed region."""
@@ -232,6 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     pairs = mix_adversarial(build_pairs(args.n, args.seed), args.adversarial)
     _warm()
 
+    checks = {"ours": lambda r, g, d: grade(r, g, dataset=None if d == "adv" else d, timeout_s=args.timeout),
+              "mv": lambda r, g, d: _mv_grade(r, g)}
     per_ds: dict[str, list[float]] = {}  # dataset -> [n, ours seconds, math-verify seconds]
     rounds: list[tuple[float, float]] = []  # (ours s, math-verify s) per round
     ours, mv, walls = [], [], []  # verdicts and math-verify's of the last round; every verdict's wall time
@@ -240,27 +254,15 @@ def main(argv: list[str] | None = None) -> None:
         for k in range(args.repeat):  # the order alternates per round, so a drift of the load hits both
             if k:
                 _cold()
-            ours, mv = [], []
-            t_ours = t_mv = 0.0
+            res, secs, took = {}, {}, {}
             for side in ("ours", "mv") if k % 2 == 0 else ("mv", "ours"):
-                t0 = time.perf_counter()
-                for r, g, d in pairs:
-                    t = time.perf_counter()
-                    if side == "ours":
-                        ours.append(grade(r, g, dataset=None if d == "adv" else d, timeout_s=args.timeout))
-                    else:
-                        mv.append(_mv_grade(r, g))
-                    took = time.perf_counter() - t
-                    acc = per_ds.setdefault(d, [0, 0.0, 0.0])
-                    acc[0] += side == "ours"
-                    acc[1 if side == "ours" else 2] += took
-                    if side == "ours":
-                        walls.append((took, ours[-1].reason))
-                if side == "ours":
-                    t_ours = time.perf_counter() - t0
-                else:
-                    t_mv = time.perf_counter() - t0
-            rounds.append((t_ours, t_mv))
+                res[side], secs[side], took[side] = _timed(checks[side], pairs)
+            ours, mv = res["ours"], res["mv"]
+            for (_, _, d), t_o, t_m in zip(pairs, took["ours"], took["mv"]):
+                acc = per_ds.setdefault(d, [0, 0.0, 0.0])
+                acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + t_o, acc[2] + t_m
+            walls += [(t, o.reason) for t, o in zip(took["ours"], ours)]
+            rounds.append((secs["ours"], secs["mv"]))
     finally:
         for p in load:
             p.kill()
@@ -271,13 +273,12 @@ def main(argv: list[str] | None = None) -> None:
     t_ours, t_mv = sum(r[0] for r in rounds), sum(r[1] for r in rounds)
     n_all = len(pairs) * len(rounds)
     ratios = sorted(m / o for o, m in rounds)
-    mid = (ratios[(len(ratios) - 1) // 2] + ratios[len(ratios) // 2]) / 2
     print(f"grader {GRADER_VERSION}; pairs {len(pairs)}; rounds {len(rounds)}")
     print(f"ours_pairs_per_s {n_all / t_ours:.1f} ({t_ours:.2f}s); reasons {dict(reasons)}")
     print(f"math_verify_pairs_per_s {n_all / t_mv:.1f} ({t_mv:.2f}s); correct {sum(mv)}")
     print(f"throughput_ratio_vs_math_verify {t_mv / t_ours:.2f}")
     if len(rounds) > 1:
-        print(f"ratio_per_round median {mid:.2f} (min {ratios[0]:.2f}, max {ratios[-1]:.2f}): "
+        print(f"ratio_per_round median {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max {ratios[-1]:.2f}): "
               + " ".join(f"{m / o:.2f}" for o, m in rounds))
     ours_only = sum(o.correct and not m for o, m in zip(ours, mv))
     mv_only = sum(m and not o.correct for o, m in zip(ours, mv))
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{sum(w > args.timeout for w, _ in walls)} of {len(walls)} verdicts (wall clock around grade())")
     if over:
         print(f"timeouts {len(over)}: wall clock minus budget min {over[0]:+.3f} s, "
-              f"median {(over[(len(over) - 1) // 2] + over[len(over) // 2]) / 2:+.3f} s, max {over[-1]:+.3f} s")
+              f"median {statistics.median(over):+.3f} s, max {over[-1]:+.3f} s")
     if args.cases is not None:
         case_accuracy(args.cases, args.timeout)
 

@@ -187,6 +187,7 @@ def applied_at_number(side: str) -> bool:
     m = _APPLIED_RE.fullmatch(side)
     return bool(m) and m.group(1).count("(") == m.group(2).count(")")
 
+
 # "This problem is a great example of how multiplication helps us count things quickly!": a sentence about the
 # problem, closing the response after its statement, with no value of its own (no numeral, math or number word) and
 # no negation (a closing "This problem has no solution." is an answer)

@@ -175,7 +175,6 @@ def summarise(records: Sequence[ResponseFidelity], *, n_boot: int, seed: int) ->
     return row
 
 
-
 def chance_levels(records: Sequence[ResponseFidelity], fraction: float = TOP_FRACTION) -> dict[str, float | None]:
     """What credit uniform within each response scores against a binary importance (|g| in {0, 1}, as exact
     labels are): the top overlap max(k, |D|) / L (:func:`top_overlap`) averaged over the responses whose

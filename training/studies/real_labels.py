@@ -34,9 +34,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-LABELLED_TASKS: tuple[str, ...] = ("chain_sum",)
-"""reasoning-gym tasks whose token importance is exact (module docstring); every other task: not defined."""
-
 TERM_RE = re.compile(r"([+\-]?)\s*(\d+)")
 NUMBER_RE = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d])")
 ENUM_RE = re.compile(r"(?:^|\n)[ \t]*$")
@@ -124,10 +121,19 @@ def task_labels(problem: Mapping[str, Any], pieces: Sequence[str], correct: bool
                 ended: bool = True) -> list[float] | None:
     """Exact importance per token of a response to ``problem`` (a training row: ``task``, ``entry``), or None
     when its task defines none (every task not in :data:`LABELLED_TASKS`)."""
-    if problem.get("task") != "chain_sum":
-        return None
+    labeller = LABELLERS.get(problem.get("task"))
+    return None if labeller is None else labeller(problem, pieces, correct, ended)
+
+
+def chain_sum_labels(problem: Mapping[str, Any], pieces: Sequence[str], correct: bool, ended: bool) -> list[float]:
+    """:func:`chain_importance` of a chain_sum training row, after checking its expression sums to its answer."""
     expression = problem["entry"]["expression"]
     if parse_chain(expression).gold != float(problem["answer"]):
         raise ValueError(f"training row {problem.get('id')}: expression {expression!r} does not sum to its answer "
                          f"{problem['answer']!r}; remake train.jsonl (rule make_data)")
     return chain_importance(expression, pieces, correct, ended)
+
+
+LABELLERS = {"chain_sum": chain_sum_labels}
+"""reasoning-gym task -> its exact labeller (module docstring); every other task: not defined."""
+LABELLED_TASKS: tuple[str, ...] = tuple(LABELLERS)
